@@ -1,0 +1,1 @@
+HARNESS_VERSION = "0.1.0"

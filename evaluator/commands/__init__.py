@@ -1,0 +1,1 @@
+"""One module per ``python -m evaluator`` subcommand; the registry is ``evaluator.cli.COMMANDS``."""

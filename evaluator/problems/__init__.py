@@ -1,0 +1,215 @@
+"""The problem catalogue: one folder per problem, metadata in ``problem.toml``.
+
+Each folder holds:
+
+- ``problem.toml``: name, title, description, kind, inputs/outputs (shapes in terms of axes,
+  dtypes, layouts), tolerance, languages, distributions, public test seeds, the shape list (each
+  with a ``ranked`` and a ``quick`` flag), version, and for PTX/CUDA the parameter ABI.
+- ``counts.py``: ``counts(axes) -> Counts`` — exact flops per class and minimum HBM bytes. Pure
+  arithmetic, no torch, so the site can compute speed-of-light figures without a GPU stack.
+- ``reference.py`` (imports torch): ``generate_inputs(axes, seed, device, distribution)``,
+  ``reference(inputs, axes)`` and ``baseline(*inputs, *outputs)`` in destination-passing style.
+
+This module never imports torch: the web reads the catalogue through it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal
+
+CATALOGUE_DIR = Path(__file__).resolve().parent
+
+#: Flop classes, each with its own peak in ``evaluator/gpus.toml``.
+FLOP_CLASSES = ("bf16_tensor", "fp16_tensor", "fp8_tensor", "tf32_tensor", "fp32_simt", "fp64")
+DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int32", "int64", "float64")
+LANGUAGES = ("python", "ptx", "cuda")
+
+
+class CatalogueError(ValueError):
+    """A problem folder is malformed; the message names the folder and the field."""
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Exact work of one call on one shape."""
+
+    flops: dict[str, float]
+    bytes: float
+    comm_bytes: float = 0.0
+
+    def __post_init__(self) -> None:
+        unknown = set(self.flops) - set(FLOP_CLASSES)
+        if unknown:
+            raise CatalogueError(f"unknown flop classes {sorted(unknown)}; known: {FLOP_CLASSES}")
+
+    @property
+    def total_flops(self) -> float:
+        return float(sum(self.flops.values()))
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    shape: tuple[str | int, ...]  # axis names or literal sizes
+    dtype: str
+    layout: str = "row-major"
+
+    def concrete_shape(self, axes: dict[str, int]) -> tuple[int, ...]:
+        return tuple(axes[dim] if isinstance(dim, str) else int(dim) for dim in self.shape)
+
+
+@dataclass(frozen=True)
+class Shape:
+    axes: dict[str, int]
+    ranked: bool = True
+    quick: bool = False
+    cpu: bool = False  # small enough for the CPU development device
+
+    @property
+    def shape_id(self) -> str:
+        return "_".join(f"{name.lower()}{value}" for name, value in self.axes.items())
+
+
+@dataclass(frozen=True)
+class Problem:
+    name: str
+    title: str
+    description: str
+    kind: Literal["single", "multi"]
+    world_size: int
+    version: int
+    axes: tuple[str, ...]
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    atol: float
+    rtol: float
+    matched_ratio: float
+    languages: tuple[str, ...]
+    distributions: tuple[str, ...]
+    test_seeds: tuple[int, ...]
+    shapes: tuple[Shape, ...]
+    baseline_name: str
+    ptx: dict[str, Any] = field(default_factory=dict)  # parameter ABI and required features
+    folder: Path = CATALOGUE_DIR
+
+    @property
+    def ranked_shapes(self) -> tuple[Shape, ...]:
+        return tuple(shape for shape in self.shapes if shape.ranked)
+
+    def select_shapes(self, which: str, device: str = "cuda") -> tuple[Shape, ...]:
+        """``all``, ``quick`` (the shapes flagged quick) or ``ranked``.
+
+        On the CPU development device only shapes flagged ``cpu`` exist (every problem has some):
+        it checks correctness and the harness, never ranks.
+        """
+        if device == "cpu":
+            return tuple(shape for shape in self.shapes if shape.cpu)
+        if which == "all":
+            return self.shapes
+        if which == "quick":
+            return tuple(shape for shape in self.shapes if shape.quick) or self.shapes[:1]
+        if which == "ranked":
+            return self.ranked_shapes
+        raise CatalogueError(f"unknown shape selection {which!r}: use all, quick or ranked")
+
+    def shape(self, shape_id: str) -> Shape:
+        for shape in self.shapes:
+            if shape.shape_id == shape_id:
+                return shape
+        raise CatalogueError(f"{self.name} has no shape {shape_id!r}")
+
+    def counts(self, axes: dict[str, int]) -> Counts:
+        module = importlib.import_module(f"evaluator.problems.{self.name}.counts")
+        return module.counts(dict(axes))
+
+    def reference_module(self) -> ModuleType:
+        """The torch side: generate_inputs, reference, baseline. Imports torch."""
+        return importlib.import_module(f"evaluator.problems.{self.name}.reference")
+
+
+def _tensor_specs(raw: list[dict[str, Any]], where: str) -> tuple[TensorSpec, ...]:
+    specs = []
+    for item in raw:
+        dtype = item.get("dtype")
+        if dtype not in DTYPES:
+            raise CatalogueError(f"{where}: tensor {item.get('name')!r} has unknown dtype {dtype!r}")
+        specs.append(
+            TensorSpec(item["name"], tuple(item["shape"]), dtype, item.get("layout", "row-major"))
+        )
+    return tuple(specs)
+
+
+def _shapes(raw: list[dict[str, Any]], axes: tuple[str, ...], where: str) -> tuple[Shape, ...]:
+    shapes = []
+    for item in raw:
+        values = {axis: item[axis] for axis in axes if axis in item}
+        if set(values) != set(axes):
+            raise CatalogueError(f"{where}: shape {item} must give every axis {axes}")
+        shapes.append(
+            Shape(
+                values,
+                ranked=bool(item.get("ranked", True)),
+                quick=bool(item.get("quick", False)),
+                cpu=bool(item.get("cpu", False)),
+            )
+        )
+    ids = [shape.shape_id for shape in shapes]
+    if len(set(ids)) != len(ids):
+        raise CatalogueError(f"{where}: duplicate shapes")
+    return tuple(shapes)
+
+
+def load_problem(folder: Path) -> Problem:
+    where = f"{folder.name}/problem.toml"
+    try:
+        meta = tomllib.loads((folder / "problem.toml").read_text())
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise CatalogueError(f"{where}: {error}") from error
+    if meta.get("name") != folder.name:
+        raise CatalogueError(f"{where}: name {meta.get('name')!r} must equal the folder name")
+    axes = tuple(meta["axes"])
+    tolerance = meta.get("tolerance", {})
+    languages = tuple(meta.get("languages", ["python"]))
+    if not set(languages) <= set(LANGUAGES):
+        raise CatalogueError(f"{where}: languages {languages} not within {LANGUAGES}")
+    return Problem(
+        name=meta["name"],
+        title=meta["title"],
+        description=meta["description"].strip(),
+        kind=meta.get("kind", "single"),
+        world_size=int(meta.get("world_size", 1)),
+        version=int(meta["version"]),
+        axes=axes,
+        inputs=_tensor_specs(meta["inputs"], where),
+        outputs=_tensor_specs(meta["outputs"], where),
+        atol=float(tolerance.get("atol", 0.0)),
+        rtol=float(tolerance.get("rtol", 0.0)),
+        matched_ratio=float(tolerance.get("matched_ratio", 1.0)),
+        languages=languages,
+        distributions=tuple(meta.get("distributions", ["normal"])),
+        test_seeds=tuple(meta.get("test_seeds", [1, 2, 3])),
+        shapes=_shapes(meta["shapes"], axes, where),
+        baseline_name=meta.get("baseline", ""),
+        ptx=meta.get("ptx", {}),
+        folder=folder,
+    )
+
+
+@cache
+def load_catalogue() -> dict[str, Problem]:
+    """Every problem folder under this package, by name."""
+    folders = sorted(p.parent for p in CATALOGUE_DIR.glob("*/problem.toml"))
+    return {folder.name: load_problem(folder) for folder in folders}
+
+
+def get_problem(name: str) -> Problem:
+    catalogue = load_catalogue()
+    if name not in catalogue:
+        raise CatalogueError(f"unknown problem {name!r}; known: {', '.join(sorted(catalogue))}")
+    return catalogue[name]

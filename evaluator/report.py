@@ -1,0 +1,295 @@
+"""The typed result contract of an evaluation: what the evaluator prints, what runners send back
+and what the site validates and stores.
+
+One pydantic model per concept, every field documented. Performance data (timing, SOL figures,
+score) exists on a shape if and only if that shape's status is PASSED. The JSON schema of
+``EvaluationReport`` is generated from these models (``python -m evaluator schema``) and
+published in ``docs/report-schema.json``.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+REPORT_SCHEMA_VERSION = 1
+
+
+class Status(str, Enum):
+    """What happened, in words that say what went wrong."""
+
+    PASSED = "PASSED"
+    COMPILE_ERROR = "COMPILE_ERROR"  # source did not import / compile / assemble, or no kernel entry
+    RUNTIME_ERROR = "RUNTIME_ERROR"  # the kernel raised or faulted (CUDA error, exception)
+    INCORRECT_SHAPE = "INCORRECT_SHAPE"  # an output's shape or layout changed
+    INCORRECT_DTYPE = "INCORRECT_DTYPE"  # an output's dtype or device changed
+    INCORRECT_NUMERICAL = "INCORRECT_NUMERICAL"  # values outside tolerance, NaN/Inf, unwritten output
+    TIMEOUT = "TIMEOUT"  # a stage ran past its time limit; the process group was killed
+    REJECTED = "REJECTED"  # caught by an anti-cheat check; the message says which and why
+
+    @property
+    def verdict(self) -> str:
+        """The site's coarse status for this evaluator status (ARCHITECTURE.md)."""
+        return _VERDICTS[self]
+
+
+_VERDICTS = {
+    Status.PASSED: "passed",
+    Status.COMPILE_ERROR: "error",
+    Status.RUNTIME_ERROR: "error",
+    Status.INCORRECT_SHAPE: "failed",
+    Status.INCORRECT_DTYPE: "failed",
+    Status.INCORRECT_NUMERICAL: "failed",
+    Status.TIMEOUT: "timeout",
+    Status.REJECTED: "rejected",
+}
+
+#: Order in which a shape's status decides the evaluation's status: the worst wins.
+STATUS_SEVERITY = [
+    Status.REJECTED,
+    Status.COMPILE_ERROR,
+    Status.TIMEOUT,
+    Status.RUNTIME_ERROR,
+    Status.INCORRECT_DTYPE,
+    Status.INCORRECT_SHAPE,
+    Status.INCORRECT_NUMERICAL,
+    Status.PASSED,
+]
+
+
+def worst_status(statuses: list[Status]) -> Status:
+    """The most severe of several statuses (PASSED only when every one passed)."""
+    if not statuses:
+        return Status.PASSED
+    return min(statuses, key=STATUS_SEVERITY.index)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False, use_enum_values=False)
+
+
+# ---------------------------------------------------------------- correctness
+
+
+class WorstElement(_Model):
+    output: str = Field(description="Name of the output tensor.")
+    index: list[int] = Field(description="Multi-index of the element.")
+    got: float | None = Field(description="Value the kernel wrote (null for NaN/Inf written as such).")
+    expected: float = Field(description="Reference value (computed in higher precision).")
+    abs_error: float | None = Field(description="|got - expected| (null when got is not finite).")
+
+
+class Tolerance(_Model):
+    atol: float
+    rtol: float
+    matched_ratio_required: float = Field(
+        default=1.0, description="Fraction of elements that must satisfy |out-ref| <= atol + rtol*|ref|."
+    )
+
+
+class ErrorStats(_Model):
+    max_abs_error: float | None = Field(description="Largest |out - ref| over finite elements.")
+    max_rel_error: float | None = Field(description="Largest |out - ref| / max(|ref|, tiny).")
+    matched_ratio: float = Field(description="Fraction of elements within tolerance.")
+    nonfinite_count: int = Field(description="NaN/Inf where the reference is finite (always a failure).")
+    worst: list[WorstElement] = Field(default_factory=list, description="A few worst elements.")
+
+
+class CorrectnessCheck(_Model):
+    trial: str = Field(description="What was checked, e.g. 'seed 1 / normal' or 'timed call 17'.")
+    distribution: str = Field(description="Input distribution used (normal, uniform, outliers, ...).")
+    seed: int | None = Field(description="Public seed; null when it was derived from the secret seed.")
+    passed: bool
+    status: Status
+    message: str = ""
+    errors: dict[str, ErrorStats] = Field(default_factory=dict, description="Per output tensor.")
+
+
+# ---------------------------------------------------------------- timing and telemetry
+
+
+class TimingStats(_Model):
+    """Statistics over repeated cold-L2 calls of one implementation on one shape, in microseconds."""
+
+    method: Literal["cupti", "events", "wall"] = Field(
+        description="cupti: device span from kernel timestamps; events: CUDA events + device "
+        "synchronise; wall: host clock on the CPU development device."
+    )
+    median_us: float
+    mean_us: float
+    min_us: float
+    max_us: float
+    std_us: float
+    n: int = Field(description="Number of timed calls.")
+    ci95_low_us: float = Field(description="95% confidence interval of the median (order statistics).")
+    ci95_high_us: float
+    ci95_half_width_rel: float = Field(description="Half-width of the CI over the median.")
+    converged: bool = Field(description="True when the CI target was met before the time budget ran out.")
+    event_median_us: float | None = Field(
+        default=None, description="Cross-check: median of CUDA-event + device-synchronise timings."
+    )
+    disagreement_rel: float | None = Field(
+        default=None, description="(event - device span) / device span, when both exist."
+    )
+    ranked_source: Literal["device_span", "events", "wall"] = Field(
+        description="Which measurement the ranked median comes from (events when they are clearly larger)."
+    )
+    kernels_per_call: list[str] = Field(
+        default_factory=list, description="Names of the device operations of one call (kernels, copies)."
+    )
+    warmup_calls: int = 0
+    cold_l2: bool = Field(default=True, description="L2 flushed and persisting window reset before each call.")
+
+
+class Telemetry(_Model):
+    sm_clock_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    temperature_c: int | None = None
+    power_w: float | None = None
+    throttle_reasons: list[str] = Field(default_factory=list, description="NVML clock-event reasons.")
+    throttled: bool = Field(default=False, description="A reason other than idle/app-clocks was active.")
+
+
+# ---------------------------------------------------------------- speed of light
+
+
+class SolFigures(_Model):
+    flops: dict[str, float] = Field(description="Exact flop counts per class (bf16_tensor, fp8_tensor, ...).")
+    bytes: float = Field(description="Minimum HBM bytes: each input read once, each output written once.")
+    comm_bytes: float = Field(default=0.0, description="Minimum bytes each GPU sends over its links.")
+    t_sol_us: float = Field(description="max(flops/peak, bytes/HBM peak, comm/link peak) from datasheet peaks.")
+    bound: Literal["compute", "memory", "link"]
+    t_sol_attainable_us: float | None = Field(
+        default=None, description="Same, from the runner's calibrated attainable ceilings."
+    )
+    sol_fraction: float = Field(description="t_SOL / t_kernel (1.0 = speed of light).")
+    sol_fraction_attainable: float | None = None
+    score: float = Field(description="S = 1 / (1 + (t_k - t_SOL) / (t_b - t_SOL)); 0.5 = baseline.")
+    speedup: float = Field(description="t_baseline / t_kernel.")
+    tflops: float = Field(description="Achieved TFLOP/s (all flop classes).")
+    gbps: float = Field(description="Achieved GB/s against the minimum byte count.")
+    faster_than_light: bool = Field(
+        default=False, description="sol_fraction > 1: flagged for review and never ranked."
+    )
+
+
+# ---------------------------------------------------------------- profile and evidence
+
+
+class WarpStall(_Model):
+    reason: str
+    percent: float
+
+
+class KernelProfile(_Model):
+    name: str
+    duration_us: float | None = None
+    sm_throughput_pct: float | None = None
+    dram_throughput_pct: float | None = None
+    achieved_occupancy_pct: float | None = None
+    l2_hit_rate_pct: float | None = None
+    registers_per_thread: int | None = None
+    shared_memory_bytes: int | None = None
+    grid: str | None = None
+    block: str | None = None
+    top_stalls: list[WarpStall] = Field(default_factory=list)
+    executed_instructions: dict[str, int] = Field(
+        default_factory=dict, description="Executed instruction counts per opcode family (dynamic evidence)."
+    )
+
+
+class ProfileReport(_Model):
+    available: bool
+    reason: str | None = Field(default=None, description="Why no profile exists, when it does not.")
+    tool: str | None = Field(default=None, description="e.g. 'ncu 2025.3.1 --clock-control none'.")
+    kernels: list[KernelProfile] = Field(default_factory=list)
+    artifact: str | None = Field(default=None, description="File name of the raw .ncu-rep in the artifacts.")
+
+
+class FeatureEvidence(_Model):
+    """Which architecture features a PTX/CUDA submission uses, and how we know."""
+
+    arch: str = Field(description="Target, e.g. sm_90a.")
+    ptx_families: dict[str, int] = Field(default_factory=dict, description="Instruction family -> count in PTX.")
+    sass_families: dict[str, int] = Field(default_factory=dict, description="SASS opcode family -> count.")
+    executed_families: dict[str, int] | None = Field(
+        default=None, description="Executed counts from ncu (null when no profiler ran)."
+    )
+    required: list[str] = Field(default_factory=list, description="Features the problem requires here.")
+    missing: list[str] = Field(default_factory=list, description="Required features not evidenced.")
+    evidence_level: Literal["static", "executed"] = "static"
+    registers: int | None = None
+    spill_bytes: int | None = None
+    shared_memory_bytes: int | None = None
+
+
+# ---------------------------------------------------------------- per shape and whole report
+
+
+class ShapeReport(_Model):
+    shape_id: str = Field(description="Stable id of the shape within the problem, e.g. 'm4096_n4096_k4096'.")
+    axes: dict[str, int]
+    ranked: bool = Field(description="Whether this shape counts towards the problem score.")
+    status: Status
+    message: str = ""
+    checks: list[CorrectnessCheck] = Field(default_factory=list)
+    timing: TimingStats | None = None
+    baseline_timing: TimingStats | None = None
+    sol: SolFigures | None = None
+    telemetry_before: Telemetry | None = None
+    telemetry_after: Telemetry | None = None
+    profile: ProfileReport | None = None
+    wall_seconds: float = 0.0
+
+    @model_validator(mode="after")
+    def _performance_only_when_passed(self) -> ShapeReport:
+        if self.status is not Status.PASSED and (self.timing or self.sol):
+            raise ValueError("performance data exists only on a PASSED shape")
+        return self
+
+
+class DeviceInfo(_Model):
+    kind: Literal["cuda", "cpu"]
+    name: str = Field(description="e.g. 'NVIDIA H200' or the CPU model.")
+    gpu_type: str = Field(description="Catalogue key: h100, h200, b200, cpu, or 'unknown:<name>'.")
+    development_device: bool = Field(description="True on the CPU development device: wall-clock, no SOL.")
+    sm_count: int | None = None
+    l2_bytes: int | None = None
+    compute_capability: str | None = None
+    driver: str | None = None
+    cuda_runtime: str | None = None
+    torch_version: str | None = None
+    peaks_estimated: bool = Field(default=False, description="Peaks derived from NVML facts, not a datasheet.")
+
+
+class EvaluationReport(_Model):
+    schema_version: int = REPORT_SCHEMA_VERSION
+    harness_version: str
+    problem: str
+    problem_version: int
+    language: Literal["python", "ptx", "cuda"]
+    mode: Literal["test", "ranked"]
+    device: DeviceInfo
+    status: Status = Field(description="Worst shape status, or a whole-submission failure.")
+    message: str = ""
+    shapes: list[ShapeReport] = Field(default_factory=list)
+    problem_score: float | None = Field(
+        default=None, description="Geometric mean of S over ranked shapes; null unless rank-eligible."
+    )
+    rank_eligible: bool = Field(
+        default=False,
+        description="Ranked mode, every ranked shape PASSED, no flag, real GPU (never the CPU device).",
+    )
+    flags: list[str] = Field(default_factory=list, description="Reasons for review (faster than light, ...).")
+    evidence: FeatureEvidence | None = None
+    sandbox: dict[str, str] = Field(default_factory=dict, description="What isolation was applied, and gaps.")
+    started_at: str = Field(description="ISO 8601 UTC.")
+    finished_at: str
+    wall_seconds: float
+    log: str = Field(default="", description="Submission's stdout/stderr, capped.")
+
+    @property
+    def verdict(self) -> str:
+        return self.status.verdict

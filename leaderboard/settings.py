@@ -1,0 +1,184 @@
+"""Django settings: one module, every value from the environment through typed helpers.
+
+Defaults suit local development (DEBUG on, SQLite and the embedded broker under var/). With
+DEBUG off a SECRET_KEY is required and the security settings switch on; docs/configuration.md
+lists every variable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+
+from runners.config import (
+    SQLITE_BUSY_TIMEOUT_S,
+    ConfigError,
+    default_result_backend,
+    env_bool,
+    env_int,
+    env_list,
+    env_str,
+    var_dir,
+)
+from runners.config import broker_url as _broker_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = var_dir()
+
+DEBUG = env_bool("DEBUG", True)
+
+_DEV_SECRET_KEY = "django-insecure-solboard-local-development-only-never-in-production"
+SECRET_KEY = env_str("SECRET_KEY") or ""
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ConfigError("SECRET_KEY must be set when DEBUG is off")
+    SECRET_KEY = _DEV_SECRET_KEY
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "leaderboard",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "leaderboard.urls"
+WSGI_APPLICATION = "leaderboard.wsgi.application"
+ASGI_APPLICATION = "leaderboard.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+def _database(url: str) -> dict[str, Any]:
+    try:
+        config: dict[str, Any] = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+    except ValueError as error:
+        raise ConfigError(f"DATABASE_URL={url!r} cannot be parsed: {error}") from None
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        # Web, site worker and management commands share the file: WAL lets readers work while
+        # one process writes, IMMEDIATE transactions take the write lock up front (no deadlock
+        # on upgrade), and the busy timeout waits for it instead of failing "database is locked".
+        config["CONN_MAX_AGE"] = 0
+        config["OPTIONS"] = {
+            "timeout": SQLITE_BUSY_TIMEOUT_S,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+        }
+    return config
+
+
+DATABASE_URL = env_str("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'db.sqlite3'}"
+DATABASES = {"default": _database(DATABASE_URL)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
+
+# Uploads: a kernel is text; anything larger than this is refused before it reaches a runner.
+SOLBOARD_MAX_SOURCE_BYTES = env_int("SOLBOARD_MAX_SOURCE_BYTES", 512 * 1024, minimum=1)
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int(
+    "DATA_UPLOAD_MAX_MEMORY_SIZE", 2 * SOLBOARD_MAX_SOURCE_BYTES + 64 * 1024, minimum=1024
+)
+FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
+
+# The GPU type that `make run` targets: the CPU development device unless a GPU host says otherwise.
+SOLBOARD_DEV_GPU_TYPE = env_str("SOLBOARD_DEV_GPU_TYPE", "cpu")
+# A runner that has not sent a heartbeat for this long is considered gone.
+SOLBOARD_RUNNER_STALE_SECONDS = env_int("SOLBOARD_RUNNER_STALE_SECONDS", 90, minimum=5)
+
+# Celery (leaderboard/celery.py reads these; runners/config.py holds what both apps share).
+CELERY_BROKER_URL = _broker_url()
+CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND") or default_result_backend()
+
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "SOLboard API",
+    "DESCRIPTION": "Submit GPU kernels, follow their evaluation, read rankings and reports.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# Production: everything below switches on when DEBUG is off (`manage.py check --deploy` passes).
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31536000, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
+SECURE_HSTS_PRELOAD = not DEBUG
+SESSION_COOKIE_SECURE = not DEBUG
+CSRF_COOKIE_SECURE = not DEBUG
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# Load balancers probe /healthz over plain HTTP: it must answer rather than redirect.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+
+LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}

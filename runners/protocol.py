@@ -1,0 +1,116 @@
+"""The job protocol between the site and runner nodes: plain JSON over Celery, no Django here.
+
+The site enqueues ``RUNNER_TASK`` (by name) on a ``gpu.<type>.x<n>`` queue with a ``Job``; the
+runner runs the evaluator in a sandbox and sends ``SITE_RESULT_TASK`` (by name) to the ``site``
+queue with a ``JobResult``. Heartbeats go to ``SITE_HEARTBEAT_TASK`` on ``site``. Both sides import
+this module; the web does so without torch.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evaluator.report import EvaluationReport
+
+PROTOCOL_VERSION = 1
+
+SITE_QUEUE = "site"
+RUNNER_TASK = "runners.run_job"
+SITE_RESULT_TASK = "leaderboard.store_result"
+SITE_HEARTBEAT_TASK = "leaderboard.runner_heartbeat"
+
+_QUEUE_PATTERN = re.compile(r"^gpu\.(?P<gpu_type>[a-z0-9_]+)\.x(?P<count>[1-9][0-9]*)$")
+
+
+def gpu_queue(gpu_type: str, gpu_count: int = 1) -> str:
+    """Queue name for jobs that need ``gpu_count`` GPUs of ``gpu_type`` (``cpu`` = development)."""
+    name = f"gpu.{gpu_type.lower()}.x{int(gpu_count)}"
+    if not _QUEUE_PATTERN.match(name):
+        raise ValueError(f"invalid GPU queue {name!r}")
+    return name
+
+
+def parse_gpu_queue(name: str) -> tuple[str, int]:
+    match = _QUEUE_PATTERN.match(name)
+    if not match:
+        raise ValueError(f"not a GPU queue: {name!r}")
+    return match["gpu_type"], int(match["count"])
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class JobLimits(_Message):
+    compile_seconds: float = Field(default=300.0, description="Import / compile / assemble stage.")
+    test_seconds: float = Field(default=300.0, description="Correctness stage.")
+    ranked_seconds: float = Field(default=900.0, description="Timing + profile stage.")
+    log_bytes: int = Field(default=64 * 1024, description="Captured stdout/stderr cap.")
+    memory_bytes: int | None = Field(default=None, description="Host address-space cap where CUDA allows.")
+    file_bytes: int = Field(default=256 * 1024 * 1024, description="Largest file the job may write.")
+    processes: int = Field(default=256, description="Process/thread cap (RLIMIT_NPROC) for the job's user.")
+
+    @property
+    def total_seconds(self) -> float:
+        return self.compile_seconds + self.test_seconds + self.ranked_seconds
+
+
+class Job(_Message):
+    """What a runner needs to evaluate one submission on one GPU type. No secrets but the seed."""
+
+    protocol: int = PROTOCOL_VERSION
+    job_id: str = Field(description="Unique per delivery attempt family: the evaluation's id + attempt.")
+    evaluation_id: int
+    attempt: int = Field(default=1, description="Delivery attempt counted by the site (bounded).")
+    problem: str
+    problem_version: int
+    language: Literal["python", "ptx", "cuda"]
+    source: str
+    source_sha256: str
+    launch_spec: str | None = Field(default=None, description="PTX/CUDA launch spec when given separately.")
+    mode: Literal["test", "ranked"]
+    seed: int = Field(description="Secret seed folded into every ranked seed; never shown to users.")
+    shapes: Literal["all", "quick", "ranked"] = "all"
+    gpu_type: str
+    gpu_count: int = 1
+    limits: JobLimits = Field(default_factory=JobLimits)
+
+
+class JobResult(_Message):
+    """What the runner sends back; the site validates it against the evaluation it belongs to."""
+
+    protocol: int = PROTOCOL_VERSION
+    job_id: str
+    evaluation_id: int
+    runner: str = Field(description="Runner node name (hostname:gpu-index or configured name).")
+    outcome: Literal["completed", "sandbox_error", "runner_error", "cancelled"] = Field(
+        description="completed: the evaluator produced a report (whatever its verdict)."
+    )
+    report: EvaluationReport | None = None
+    message: str = ""
+    log: str = Field(default="", description="Runner-side log tail, capped.")
+
+
+class GpuInfo(_Message):
+    index: int
+    uuid: str
+    name: str
+    gpu_type: str
+    memory_bytes: int
+    driver: str
+
+
+class Heartbeat(_Message):
+    protocol: int = PROTOCOL_VERSION
+    runner: str
+    hostname: str
+    queues: list[str]
+    gpus: list[GpuInfo] = Field(default_factory=list)
+    current_job: str | None = None
+    current_evaluation_id: int | None = None
+    calibration: dict[str, float] = Field(default_factory=dict, description="Attainable ceilings.")
+    version: str = ""
+    sent_at: str = Field(description="ISO 8601 UTC.")

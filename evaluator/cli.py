@@ -23,6 +23,10 @@ from types import ModuleType
 COMMANDS: list[tuple[str, str]] = [
     ("problems", "evaluator.commands.problems_cmd"),
     ("sol", "evaluator.commands.sol_cmd"),
+    ("run", "evaluator.commands.run_cmd"),
+    ("calibrate", "evaluator.commands.calibrate_cmd"),
+    ("schema", "evaluator.commands.schema_cmd"),
+    ("check-ptx", "evaluator.commands.check_ptx_cmd"),
 ]
 
 
@@ -35,9 +39,7 @@ def _load(module_name: str) -> ModuleType:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m evaluator", description="SOLboard kernel evaluator."
-    )
+    parser = argparse.ArgumentParser(prog="python -m evaluator", description="SOLboard kernel evaluator.")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module_name in COMMANDS:
         module = _load(module_name)

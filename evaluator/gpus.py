@@ -156,7 +156,9 @@ def with_ceilings(spec: GpuSpec, ceilings: dict[str, float]) -> GpuSpec:
     for flop_class in FLOP_CLASSES:
         if f"{flop_class}_tflops" in ceilings:
             peaks[flop_class] = float(ceilings[f"{flop_class}_tflops"])
-    unknown = set(ceilings) - {f"{c}_tflops" for c in FLOP_CLASSES} - {"hbm_tbps", "nvlink_gbps_per_direction"}
+    unknown = (
+        set(ceilings) - {f"{c}_tflops" for c in FLOP_CLASSES} - {"hbm_tbps", "nvlink_gbps_per_direction"}
+    )
     if unknown:
         raise GpuSpecError(f"unknown calibration keys {sorted(unknown)}")
     return replace(

@@ -45,12 +45,12 @@ def shape_sol(problem: Problem, shape: Shape, gpu: str, world_size: int) -> dict
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
-    header = f"{'shape':<28} {'ranked':>6} {'flops':>24} {'bytes':>12} {'comm':>8} {'t_SOL us':>11} bound"
+    header = f"{'shape':<28} {'ranked':>6} {'flops':>40} {'bytes':>12} {'comm':>8} {'t_SOL us':>11} bound"
     lines = [header, "-" * len(header)]
     for row in rows:
         flops = ", ".join(f"{c}={v:.3g}" for c, v in row["flops"].items() if v) or "0"
         lines.append(
-            f"{row['shape_id']:<28} {str(row['ranked']).lower():>6} {flops:>24} {row['bytes']:>12.4g} "
+            f"{row['shape_id']:<28} {str(row['ranked']).lower():>6} {flops:>40} {row['bytes']:>12.4g} "
             f"{row['comm_bytes']:>8.3g} {row['t_sol_us']:>11.3f} {row['bound']}"
         )
     return "\n".join(lines)
@@ -66,8 +66,12 @@ def main(args: argparse.Namespace) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps({"problem": problem.name, "gpu": args.gpu, "world_size": args.world_size,
-                          "shapes": rows}, indent=2))
+        print(
+            json.dumps(
+                {"problem": problem.name, "gpu": args.gpu, "world_size": args.world_size, "shapes": rows},
+                indent=2,
+            )
+        )
     else:
         print(f"{problem.name} on {get_gpu_spec(args.gpu).name} (datasheet peaks)")
         print(_table(rows))

@@ -53,6 +53,49 @@ class Counts:
         return float(sum(self.flops.values()))
 
 
+#: ``row_rms`` tolerances: the smallest row scale, as a fraction of the whole output's RMS.
+ROW_RMS_FLOOR = 0.1
+
+
+@dataclass(frozen=True)
+class OutputTolerance:
+    """Tolerance of one output: an element passes if |out - ref| <= atol_abs + rtol * |ref|.
+
+    ``atol_scale`` says what ``atol`` is relative to, for outputs whose typical size depends on the
+    shape or the row, where no single absolute atol fits them all:
+
+    - ``absolute``: atol_abs = atol.
+    - ``rms``: atol_abs = atol * RMS of the whole reference output (gemm_fp8: the accumulation
+      error of fp8 tensor cores grows with the output's scale).
+    - ``row_rms``: atol_abs = atol * RMS of each row of the reference (over its last dimension),
+      but at least ``ROW_RMS_FLOOR`` times the whole output's RMS. Attention: an output row
+      belongs to one query (or key) and its size goes like 1/sqrt(keys seen), which a causal mask
+      makes vary from row to row. The floor keeps a row that is exactly zero in the reference
+      (causal dq of the first query) from demanding exact zeros of fp32 arithmetic.
+    """
+
+    atol: float
+    rtol: float
+    matched_ratio: float = 1.0
+    atol_scale: Literal["absolute", "rms", "row_rms"] = "absolute"
+
+    def allowed_error(self, reference: Any) -> Any:
+        """atol_abs + rtol * |ref| for every element, as a tensor broadcastable to ``reference``.
+
+        ``reference``: the reference output as a float64 torch tensor, in its declared shape
+        (before any reshape: ``row_rms`` reduces over the last dimension). Duck-typed, so this
+        module stays free of torch.
+        """
+        if self.atol_scale == "rms":
+            atol = self.atol * reference.square().mean().sqrt()
+        elif self.atol_scale == "row_rms":
+            floor = ROW_RMS_FLOOR * reference.square().mean().sqrt()
+            atol = self.atol * reference.square().mean(dim=-1, keepdim=True).sqrt().clamp_min(floor)
+        else:
+            atol = self.atol
+        return atol + self.rtol * reference.abs()
+
+
 @dataclass(frozen=True)
 class TensorSpec:
     name: str
@@ -61,7 +104,20 @@ class TensorSpec:
     layout: str = "row-major"
 
     def concrete_shape(self, axes: dict[str, int]) -> tuple[int, ...]:
-        return tuple(axes[dim] if isinstance(dim, str) else int(dim) for dim in self.shape)
+        return tuple(_dim_size(dim, axes) for dim in self.shape)
+
+
+def _dim_size(dim: str | int, axes: dict[str, int]) -> int:
+    """A literal size, an axis name, or ``AXIS+n`` / ``AXIS-n`` (e.g. ``G+1`` group offsets)."""
+    if isinstance(dim, int):
+        return dim
+    if dim in axes:
+        return axes[dim]
+    for sign, op in (("+", 1), ("-", -1)):
+        name, _, offset = dim.partition(sign)
+        if offset and name.strip() in axes and offset.strip().isdigit():
+            return axes[name.strip()] + op * int(offset)
+    raise CatalogueError(f"dimension {dim!r} is neither an axis of {sorted(axes)} nor AXIS+n")
 
 
 @dataclass(frozen=True)
@@ -97,6 +153,22 @@ class Problem:
     baseline_name: str
     ptx: dict[str, Any] = field(default_factory=dict)  # parameter ABI and required features
     folder: Path = CATALOGUE_DIR
+    #: The tolerance of every output: ``[tolerance]`` with per-output overrides from
+    #: ``[tolerance.<output>]`` (attention's fp32 LSE beside its bf16 O). Use ``tolerance_for``.
+    output_tolerances: dict[str, OutputTolerance] = field(default_factory=dict)
+    #: Axes a kernel cannot read off its tensors' shapes (attention's ``causal``): the harness
+    #: passes them to ``kernel`` and ``baseline`` as keyword ints after the tensors
+    #: (``kernel(*inputs, *outputs, **problem.call_kwargs(axes))``). Empty for most problems.
+    scalar_args: tuple[str, ...] = ()
+
+    def call_kwargs(self, axes: dict[str, int]) -> dict[str, int]:
+        """Keyword arguments of a kernel or baseline call on a shape with these axes."""
+        return {name: int(axes[name]) for name in self.scalar_args}
+
+    def tolerance_for(self, output: str) -> OutputTolerance:
+        """The tolerance that applies to one output tensor (mind its ``atol_scale``)."""
+        default = OutputTolerance(self.atol, self.rtol, self.matched_ratio)
+        return self.output_tolerances.get(output, default)
 
     @property
     def ranked_shapes(self) -> tuple[Shape, ...]:
@@ -139,9 +211,7 @@ def _tensor_specs(raw: list[dict[str, Any]], where: str) -> tuple[TensorSpec, ..
         dtype = item.get("dtype")
         if dtype not in DTYPES:
             raise CatalogueError(f"{where}: tensor {item.get('name')!r} has unknown dtype {dtype!r}")
-        specs.append(
-            TensorSpec(item["name"], tuple(item["shape"]), dtype, item.get("layout", "row-major"))
-        )
+        specs.append(TensorSpec(item["name"], tuple(item["shape"]), dtype, item.get("layout", "row-major")))
     return tuple(specs)
 
 
@@ -198,7 +268,38 @@ def load_problem(folder: Path) -> Problem:
         baseline_name=meta.get("baseline", ""),
         ptx=meta.get("ptx", {}),
         folder=folder,
+        output_tolerances=_output_tolerances(tolerance, meta["outputs"], where),
+        scalar_args=_scalar_args(meta.get("scalar_args", []), axes, where),
     )
+
+
+def _scalar_args(names: list[str], axes: tuple[str, ...], where: str) -> tuple[str, ...]:
+    if not set(names) <= set(axes):
+        raise CatalogueError(f"{where}: scalar_args {names} must be axes of {axes}")
+    return tuple(names)
+
+
+def _tolerance(table: dict[str, Any], default: OutputTolerance, where: str) -> OutputTolerance:
+    scale = table.get("atol_scale", default.atol_scale)
+    if scale not in ("absolute", "rms", "row_rms"):
+        raise CatalogueError(f"{where}: atol_scale {scale!r} must be absolute, rms or row_rms")
+    return OutputTolerance(
+        atol=float(table.get("atol", default.atol)),
+        rtol=float(table.get("rtol", default.rtol)),
+        matched_ratio=float(table.get("matched_ratio", default.matched_ratio)),
+        atol_scale=scale,
+    )
+
+
+def _output_tolerances(
+    tolerance: dict[str, Any], outputs: list[dict[str, Any]], where: str
+) -> dict[str, OutputTolerance]:
+    overrides = {key: value for key, value in tolerance.items() if isinstance(value, dict)}
+    unknown = set(overrides) - {item["name"] for item in outputs}
+    if unknown:
+        raise CatalogueError(f"{where}: tolerance for unknown outputs {sorted(unknown)}")
+    base = _tolerance(tolerance, OutputTolerance(0.0, 0.0), where)
+    return {item["name"]: _tolerance(overrides.get(item["name"], {}), base, where) for item in outputs}
 
 
 @cache

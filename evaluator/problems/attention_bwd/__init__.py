@@ -1,0 +1,1 @@
+"""attention_bwd: multi-head attention backward, head dim 128."""

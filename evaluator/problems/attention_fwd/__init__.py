@@ -1,0 +1,1 @@
+"""attention_fwd: multi-head attention forward with log-sum-exp, head dim 128."""

@@ -1,0 +1,1 @@
+"""rmsnorm: fused residual add + RMSNorm, bf16."""

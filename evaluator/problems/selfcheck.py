@@ -1,0 +1,142 @@
+"""Check the catalogue on this device: does each baseline pass its own tolerance with margin at
+every shape, and how close to the speed of light is it?
+
+    python -m evaluator.problems.selfcheck [PROBLEM ...] [--device cuda] [--gpu h200]
+        [--seed 1] [--shapes all|quick|cpu] [--kernel examples/python/PROBLEM.py]
+
+For each (problem, shape, distribution): the worst margin per output (max |out - ref| over the
+allowed error; < 1 everywhere means every element passes), the matched ratio against the
+problem's requirement, and on CUDA the baseline's median time over a few
+calls with L2 flushed before each (CUDA events; a sanity check, not the harness's measurement),
+t_SOL and sol_fraction, which must stay below 1. A developer's tool: the harness does the ranking.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from evaluator.gpus import get_gpu_spec
+from evaluator.problems import Problem, Shape, get_problem, load_catalogue
+from evaluator.sol import t_sol
+
+FLUSH_BYTES = 512 * 2**20
+
+
+def _outputs(problem: Problem, shape: Shape, device: str) -> dict[str, torch.Tensor]:
+    return {
+        spec.name: torch.full(
+            spec.concrete_shape(shape.axes), float("nan"), dtype=getattr(torch, spec.dtype), device=device
+        )
+        for spec in problem.outputs
+    }
+
+
+def _margins(problem: Problem, outputs: dict[str, torch.Tensor], reference: dict[str, torch.Tensor]) -> dict:
+    result = {}
+    for name, ref in reference.items():
+        tolerance = problem.tolerance_for(name)
+        ref = ref.double()
+        out = outputs[name].double()
+        allowed = tolerance.allowed_error(ref)
+        error = (out - ref).abs()
+        ok = torch.isfinite(out) & (error <= allowed)
+        matched = ok.double().mean().item()
+        result[name] = {
+            "margin": (error / allowed).max().item(),
+            "matched": matched,
+            "passed": matched >= tolerance.matched_ratio,
+            "ref_rms": ref.square().mean().sqrt().item(),
+        }
+    return result
+
+
+def _time_baseline(problem: Problem, shape: Shape, args: tuple, reps: int = 7) -> float:
+    """Median seconds of one baseline call, L2 flushed before each call (CUDA events)."""
+    baseline = problem.reference_module().baseline
+    kwargs = problem.call_kwargs(shape.axes)
+    flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+    times = []
+    for rep in range(reps + 2):
+        flush.fill_(rep)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        baseline(*args, **kwargs)
+        end.record()
+        torch.cuda.synchronize()
+        if rep >= 2:
+            times.append(start.elapsed_time(end) / 1e3)
+    return statistics.median(times)
+
+
+def load_kernel(path: str) -> Callable[..., None]:
+    """``kernel`` of a submission file (an example, say), to check instead of the baseline."""
+    spec = importlib.util.spec_from_file_location("selfcheck_submission", path)
+    if spec is None or spec.loader is None:
+        raise FileNotFoundError(path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.kernel
+
+
+def check_shape(
+    problem: Problem,
+    shape: Shape,
+    seed: int,
+    device: str,
+    gpu: str | None,
+    kernel: Callable[..., None] | None,
+) -> list[dict[str, Any]]:
+    module = problem.reference_module()
+    rows = []
+    for distribution in problem.distributions:
+        inputs = module.generate_inputs(shape.axes, seed, device, distribution)
+        outputs = _outputs(problem, shape, device)
+        args = (*inputs.values(), *outputs.values())
+        (kernel or module.baseline)(*args, **problem.call_kwargs(shape.axes))
+        row: dict[str, Any] = {"problem": problem.name, "shape": shape.shape_id, "distribution": distribution}
+        row["outputs"] = _margins(problem, outputs, module.reference(inputs, shape.axes))
+        if device == "cuda" and gpu and kernel is None and distribution == problem.distributions[0]:
+            seconds = _time_baseline(problem, shape, args)
+            bound = t_sol(problem.counts(shape.axes), get_gpu_spec(gpu))
+            row.update(
+                baseline_us=seconds * 1e6, t_sol_us=bound.t_sol_us, sol_fraction=bound.t_sol_s / seconds
+            )
+        rows.append(row)
+        del inputs, outputs, args
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("problems", nargs="*", help="Default: every problem.")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--gpu", default=None, help="GPU type for t_SOL (h100, h200, b200).")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--shapes", default="all", choices=["all", "cpu", "quick"])
+    parser.add_argument("--kernel", help="Check this submission file's kernel instead of the baseline.")
+    args = parser.parse_args(argv)
+    kernel = load_kernel(args.kernel) if args.kernel else None
+    worst, failures = 0.0, 0
+    for name in args.problems or sorted(load_catalogue()):
+        problem = get_problem(name)
+        device_for_shapes = "cpu" if args.shapes == "cpu" else "cuda"
+        for shape in problem.select_shapes(args.shapes if args.shapes != "cpu" else "all", device_for_shapes):
+            for row in check_shape(problem, shape, args.seed, args.device, args.gpu, kernel):
+                worst = max([worst, *(o["margin"] for o in row["outputs"].values())])
+                failures += sum(not o["passed"] for o in row["outputs"].values())
+                print(json.dumps(row), flush=True)
+    verdict = "PASS" if failures == 0 else f"FAIL ({failures} outputs below their matched ratio)"
+    print(f"worst margin {worst:.3f}; {verdict}", file=sys.stderr)
+    return 0 if failures == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""vector_add: fp32 c = a + b (metadata in problem.toml)."""

@@ -8,6 +8,7 @@ Runner nodes have their own app (runners/, no Django) built from the same
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from celery import Celery
@@ -22,6 +23,10 @@ class RoutingError(ValueError):
     """A task was sent somewhere it must never go."""
 
 
+#: Queue of every task declared with ``site_task``: the routes table the router reads.
+TASK_QUEUES: dict[str, str] = {}
+
+
 def route_task(
     name: str, args: Any, kwargs: Any, options: dict[str, Any], task: Any = None, **extra: Any
 ) -> dict[str, str] | None:
@@ -30,6 +35,8 @@ def route_task(
     A runner job without an explicit ``gpu.<type>.x<n>`` queue would otherwise land on the default
     queue, where no runner listens: refuse it at send time instead of losing it silently.
     """
+    if name in TASK_QUEUES:
+        return {"queue": TASK_QUEUES[name]}
     if name.startswith("leaderboard."):
         return {"queue": SITE_QUEUE}
     if name == RUNNER_TASK:
@@ -64,3 +71,25 @@ def _django_app() -> Celery:
 
 
 app = _django_app()
+
+
+def site_task(
+    *, name: str, queue: str, time_limit: float, soft_time_limit: float, **options: Any
+) -> Callable[[Callable[..., Any]], Any]:
+    """``@app.task`` for site tasks: each names its queue and its time limits.
+
+    The queue goes into the routes table rather than the task's ``queue`` attribute, which Celery
+    5.7 deprecates (it warns on every worker start and goes away in 6.0).
+    """
+    if not name.startswith("leaderboard."):
+        raise ValueError(f"site task {name!r} must be named leaderboard.*")
+    if queue != SITE_QUEUE:
+        raise ValueError(f"site task {name!r} must run on {SITE_QUEUE!r}, not {queue!r}: it uses Django")
+    if not 0 < soft_time_limit < time_limit:
+        raise ValueError(f"site task {name!r}: need 0 < soft_time_limit < time_limit")
+
+    def register(function: Callable[..., Any]) -> Any:
+        TASK_QUEUES[name] = queue
+        return app.task(name=name, time_limit=time_limit, soft_time_limit=soft_time_limit, **options)(function)
+
+    return register

@@ -19,6 +19,7 @@ from runners.config import (
     env_bool,
     env_int,
     env_list,
+    env_path,
     env_str,
     var_dir,
 )
@@ -85,7 +86,7 @@ TEMPLATES = [
 
 def _database(url: str) -> dict[str, Any]:
     try:
-        config: dict[str, Any] = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+        config: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True))
     except ValueError as error:
         raise ConfigError(f"DATABASE_URL={url!r} cannot be parsed: {error}") from None
     if config["ENGINE"] == "django.db.backends.sqlite3":
@@ -118,7 +119,9 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# collectstatic's target (production); whitenoise serves it. Created so whitenoise finds it in dev too.
+STATIC_ROOT = env_path("STATIC_ROOT", VAR_DIR / "staticfiles")
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

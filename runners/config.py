@@ -8,6 +8,7 @@ that needs no server, all under ``var/``.
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 from pathlib import Path
@@ -67,7 +68,7 @@ def env_float(name: str, default: float, *, minimum: float | None = None) -> flo
         number = float(value)
     except ValueError:
         raise ConfigError(f"{name}={value!r} is not a number") from None
-    if number != number or number in (float("inf"), float("-inf")):
+    if not math.isfinite(number):
         raise ConfigError(f"{name}={value!r} is not a finite number")
     if minimum is not None and number < minimum:
         raise ConfigError(f"{name}={number} is below the minimum {minimum}")

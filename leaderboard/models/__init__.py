@@ -1,0 +1,40 @@
+"""The data model, one module per concern; import models from here."""
+
+from __future__ import annotations
+
+from leaderboard.models.catalogue import GpuType, Problem, Shape
+from leaderboard.models.evaluations import (
+    ALLOWED_TRANSITIONS,
+    TERMINAL_STATUSES,
+    Evaluation,
+    EvaluationStatus,
+    IllegalTransition,
+    Mode,
+    ShapeResult,
+    transition_allowed,
+)
+from leaderboard.models.rankings import RankingEntry
+from leaderboard.models.runners import RunnerNode
+from leaderboard.models.submissions import Language, SourceMismatch, Submission, sha256_text
+from leaderboard.models.tokens import ApiToken
+
+__all__ = [
+    "ALLOWED_TRANSITIONS",
+    "TERMINAL_STATUSES",
+    "ApiToken",
+    "Evaluation",
+    "EvaluationStatus",
+    "GpuType",
+    "IllegalTransition",
+    "Language",
+    "Mode",
+    "Problem",
+    "RankingEntry",
+    "RunnerNode",
+    "Shape",
+    "ShapeResult",
+    "SourceMismatch",
+    "Submission",
+    "sha256_text",
+    "transition_allowed",
+]

@@ -1,0 +1,144 @@
+"""The operator's view of everything. Secrets stay out: no secret seed, no token hash."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from leaderboard.models import (
+    ApiToken,
+    Evaluation,
+    GpuType,
+    Problem,
+    RankingEntry,
+    RunnerNode,
+    Shape,
+    ShapeResult,
+    Submission,
+)
+
+
+@admin.register(GpuType)
+class GpuTypeAdmin(admin.ModelAdmin):
+    list_display = ["key", "name", "arch", "hbm_bytes_per_s", "estimated", "verified_on_hardware", "development_device"]
+    list_filter = ["estimated", "verified_on_hardware", "development_device", "arch"]
+    search_fields = ["key", "name"]
+    readonly_fields = ["synced_at"]
+
+
+class ShapeInline(admin.TabularInline):
+    model = Shape
+    extra = 0
+    fields = ["position", "shape_id", "axes", "ranked", "quick", "cpu", "active", "counts"]
+    readonly_fields = fields
+    can_delete = False
+    show_change_link = True
+
+
+@admin.register(Problem)
+class ProblemAdmin(admin.ModelAdmin):
+    list_display = ["name", "title", "kind", "world_size", "version", "active", "synced_at"]
+    list_filter = ["active", "kind", "world_size"]
+    search_fields = ["name", "title", "catalogue_sha256"]
+    readonly_fields = ["catalogue_sha256", "created_at", "synced_at"]
+    date_hierarchy = "synced_at"
+    inlines = [ShapeInline]
+
+
+@admin.register(Shape)
+class ShapeAdmin(admin.ModelAdmin):
+    list_display = ["problem", "shape_id", "ranked", "quick", "cpu", "active", "position"]
+    list_filter = ["problem", "ranked", "quick", "cpu", "active"]
+    search_fields = ["shape_id", "problem__name"]
+
+
+@admin.register(RunnerNode)
+class RunnerNodeAdmin(admin.ModelAdmin):
+    list_display = ["name", "hostname", "gpu_type", "gpu_count", "alive", "last_heartbeat", "current_job_id", "version"]
+    list_filter = ["gpu_type", "gpu_count", "version"]
+    search_fields = ["name", "hostname", "current_job_id"]
+    readonly_fields = ["registered_at", "last_heartbeat", "gpus", "queues", "calibration"]
+    date_hierarchy = "registered_at"
+
+    @admin.display(boolean=True)
+    def alive(self, runner: RunnerNode) -> bool:
+        return runner.is_alive
+
+
+class EvaluationInline(admin.TabularInline):
+    model = Evaluation
+    extra = 0
+    fields = ["gpu_type", "mode", "run_number", "status", "score", "runner", "queued_at", "finished_at"]
+    readonly_fields = fields
+    can_delete = False
+    show_change_link = True
+
+
+@admin.register(Submission)
+class SubmissionAdmin(admin.ModelAdmin):
+    list_display = ["id", "user", "problem", "language", "public", "created_at", "short_sha"]
+    list_filter = ["problem", "language", "public"]
+    search_fields = ["user__username", "source_sha256", "filename"]
+    readonly_fields = ["source_sha256", "created_at"]
+    date_hierarchy = "created_at"
+    raw_id_fields = ["user"]
+    inlines = [EvaluationInline]
+
+    @admin.display(description="sha256")
+    def short_sha(self, submission: Submission) -> str:
+        return submission.source_sha256[:12]
+
+
+class ShapeResultInline(admin.TabularInline):
+    model = ShapeResult
+    extra = 0
+    fields = ["shape", "status", "correct", "median_us", "baseline_median_us", "t_sol_us", "sol_fraction", "score"]
+    readonly_fields = fields
+    can_delete = False
+    show_change_link = True
+
+
+@admin.register(Evaluation)
+class EvaluationAdmin(admin.ModelAdmin):
+    list_display = ["id", "submission", "gpu_type", "mode", "run_number", "status", "evaluator_status",
+                    "score", "rank_eligible", "runner", "attempts", "queued_at", "finished_at"]
+    list_filter = ["status", "mode", "gpu_type", "rank_eligible", "cancel_requested", "submission__problem",
+                   "submission__language"]
+    search_fields = ["=job_id", "submission__user__username", "submission__source_sha256", "runner__name"]
+    exclude = ["secret_seed"]
+    readonly_fields = ["job_id", "submission", "report", "log", "telemetry", "flags", "evaluator_status",
+                       "queued_at", "enqueued_at", "started_at", "finished_at", "attempts", "queue"]
+    date_hierarchy = "queued_at"
+    list_select_related = ["submission", "gpu_type", "runner"]
+    inlines = [ShapeResultInline]
+
+
+@admin.register(ShapeResult)
+class ShapeResultAdmin(admin.ModelAdmin):
+    list_display = ["evaluation", "shape", "status", "correct", "median_us", "sol_fraction", "score", "speedup"]
+    list_filter = ["status", "correct", "shape__ranked", "shape__problem", "evaluation__gpu_type"]
+    search_fields = ["=evaluation__job_id", "evaluation__submission__user__username"]
+    readonly_fields = ["errors", "checks", "telemetry", "profile"]
+    raw_id_fields = ["evaluation"]
+
+
+@admin.register(RankingEntry)
+class RankingEntryAdmin(admin.ModelAdmin):
+    list_display = ["problem", "gpu_type", "shape", "user", "score", "median_us", "submitted_at", "evaluation"]
+    list_filter = ["problem", "gpu_type", ("shape", admin.EmptyFieldListFilter)]
+    search_fields = ["user__username", "submission__source_sha256"]
+    raw_id_fields = ["user", "submission", "evaluation", "shape"]
+    date_hierarchy = "submitted_at"
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ["prefix", "name", "user", "created_at", "last_used_at", "revoked_at"]
+    list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
+    search_fields = ["prefix", "name", "user__username"]
+    exclude = ["token_hash"]
+    readonly_fields = ["prefix", "created_at", "last_used_at"]
+    raw_id_fields = ["user"]
+    date_hierarchy = "created_at"
+
+    def has_add_permission(self, request: object) -> bool:
+        return False  # the plain token must be shown once: `manage.py create_api_token`

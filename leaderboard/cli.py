@@ -1,0 +1,62 @@
+"""The ``solboard`` command. Imports nothing from Django or torch until a subcommand needs it.
+
+    solboard runner [...]   a runner node (runners/cli.py): consumes gpu.<type>.x<n> queues
+    solboard dev [...]      the local supervisor behind `make run`: web + site worker + runner
+    solboard manage [...]   Django's manage.py
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+USAGE = """usage: solboard {runner,dev,manage} [args...]
+
+  runner   start a runner node (see `solboard runner --help`)
+  dev      migrate, sync the catalogue and GPU types, then run web + site worker + runner
+  manage   Django management commands (migrate, sync_problems, create_api_token, ...)
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(USAGE, end="")
+        return 0 if args else 2
+    command, rest = args[0], args[1:]
+    if command == "runner":
+        return _runner(rest)
+    if command == "dev":
+        from leaderboard.devserver import main as dev_main
+
+        return dev_main(rest)
+    if command == "manage":
+        return _manage(rest)
+    print(f"solboard: unknown command {command!r}\n\n{USAGE}", end="", file=sys.stderr)
+    return 2
+
+
+def _runner(args: list[str]) -> int:
+    try:
+        runner_cli = importlib.import_module("runners.cli")
+    except ModuleNotFoundError as error:
+        if error.name != "runners.cli":
+            raise
+        print("solboard runner: the runner node is not installed in this tree (runners/cli.py is missing)",
+              file=sys.stderr)
+        return 2
+    result = runner_cli.main(args)
+    return int(result or 0)
+
+
+def _manage(args: list[str]) -> int:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "leaderboard.settings")
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(["solboard manage", *args])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""``solboard dev``: everything `make run` needs on one machine, with no external service.
+
+Prepares the database (migrate, sync_gpu_types, sync_problems), then supervises three children:
+the web server, one site worker (queue ``site``) and a runner node. Ctrl-C or SIGTERM stops them
+all; if one of them dies, the others are stopped and the exit status is non-zero. Each child runs
+in its own session so the supervisor decides the order and the grace period, and each gets
+SIGTERM if the supervisor itself disappears (Linux parent-death signal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from types import FrameType
+
+from runners.config import broker_url, env_bool, env_int, env_str, var_dir
+
+GRACE_SECONDS = 20.0
+POLL_SECONDS = 0.3
+PREPARE_STEPS = (["migrate", "--noinput"], ["sync_gpu_types"], ["sync_problems"])
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+class Stop:
+    """Set by SIGINT/SIGTERM; the supervisor loop checks it."""
+
+    requested = False
+    signal_name = ""
+
+    @classmethod
+    def handle(cls, signum: int, frame: FrameType | None) -> None:
+        cls.requested = True
+        cls.signal_name = signal.Signals(signum).name
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="solboard dev", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--host", default=env_str("SOLBOARD_DEV_HOST", "127.0.0.1"),
+                        help="web bind address (SOLBOARD_DEV_HOST)")
+    parser.add_argument("--port", type=int, default=env_int("PORT", 8000, minimum=1), help="web port (PORT)")
+    parser.add_argument("--device", default="auto", help="runner device: auto, cpu, or a GPU index")
+    parser.add_argument("--no-runner", action="store_true", default=not env_bool("SOLBOARD_DEV_RUNNER", True),
+                        help="start no runner node (SOLBOARD_DEV_RUNNER=0)")
+    return parser.parse_args(argv)
+
+
+def child_env() -> dict[str, str]:
+    """One broker and one var dir for every child, resolved here once."""
+    env = dict(os.environ)
+    env["SOLBOARD_VAR"] = str(var_dir())
+    env["CELERY_BROKER_URL"] = broker_url()
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("DJANGO_SETTINGS_MODULE", "leaderboard.settings")
+    return env
+
+
+def solboard(*args: str) -> list[str]:
+    return [sys.executable, "-m", "leaderboard", *args]
+
+
+def children(args: argparse.Namespace) -> list[Child]:
+    site_worker = [sys.executable, "-m", "celery", "-A", "leaderboard.celery", "worker", "-Q", "site",
+                   "-n", "site@%h", "--pool", "prefork", "--concurrency", "1", "--without-gossip",
+                   "--without-mingle", "--loglevel", "INFO"]
+    procs = [
+        Child("web", solboard("manage", "runserver", "--noreload", f"{args.host}:{args.port}")),
+        Child("site-worker", site_worker),
+    ]
+    if args.no_runner:
+        return procs
+    if importlib.util.find_spec("runners.cli") is None:
+        print("solboard dev: no runner node in this tree (runners/cli.py); web and site worker only", flush=True)
+        return procs
+    procs.append(Child("runner", solboard("runner", "--device", args.device)))
+    return procs
+
+
+def prepare(env: dict[str, str]) -> int:
+    for step in PREPARE_STEPS:
+        if Stop.requested:
+            return 0
+        print(f"solboard dev: manage {' '.join(step)}", flush=True)
+        result = subprocess.run(solboard("manage", *step), env=env, check=False)
+        if result.returncode != 0:
+            print(f"solboard dev: `manage {step[0]}` failed ({result.returncode})", file=sys.stderr)
+            return result.returncode
+    return 0
+
+
+def _die_with_parent() -> None:
+    # Runs in the child between fork and exec: PR_SET_PDEATHSIG = 1.
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+def start(child: Child, env: dict[str, str]) -> None:
+    preexec = _die_with_parent if sys.platform.startswith("linux") else None
+    # The supervisor is single-threaded, so preexec_fn is safe here.
+    child.process = subprocess.Popen(
+        child.argv, env=env, start_new_session=True, preexec_fn=preexec  # noqa: PLW1509
+    )
+    print(f"solboard dev: started {child.name} (pid {child.process.pid})", flush=True)
+
+
+def watch(procs: list[Child]) -> Child | None:
+    """Wait until a stop is requested (None) or a child exits (that child)."""
+    while not Stop.requested:
+        for child in procs:
+            if not child.running:
+                return child
+        time.sleep(POLL_SECONDS)
+    return None
+
+
+def stop_all(procs: list[Child], grace: float = GRACE_SECONDS) -> None:
+    """SIGTERM each child (it stops its own workers), wait, then SIGKILL what is left of its group."""
+    for child in reversed(procs):
+        if child.running and child.process is not None:
+            child.process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for child in procs:
+        if child.process is None:
+            continue
+        try:
+            child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            print(f"solboard dev: {child.name} ignored SIGTERM for {grace:.0f}s; killing it", file=sys.stderr)
+        _signal_group(child, signal.SIGKILL)  # leftovers of a child that exited (its own children)
+        child.process.wait()
+
+
+def _signal_group(child: Child, signum: int) -> None:
+    if child.process is None:
+        return
+    try:
+        os.killpg(child.process.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def supervise(procs: list[Child], env: dict[str, str]) -> int:
+    for child in procs:
+        start(child, env)
+    dead = watch(procs)
+    if dead is not None:
+        code = dead.process.returncode if dead.process else None
+        print(f"solboard dev: {dead.name} exited ({code}); stopping the others", file=sys.stderr)
+    else:
+        print(f"solboard dev: {Stop.signal_name} received; stopping", flush=True)
+    stop_all(procs)
+    return 0 if dead is None else _failure_code(dead)
+
+
+def _failure_code(dead: Child) -> int:
+    """A child that exits on its own is a failure, even with status 0."""
+    code = dead.process.returncode if dead.process else None
+    return code if code is not None and code > 0 else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(list(argv or []))
+    signal.signal(signal.SIGINT, Stop.handle)
+    signal.signal(signal.SIGTERM, Stop.handle)
+    env = child_env()
+    code = prepare(env)
+    if code != 0 or Stop.requested:
+        return code
+    print(f"solboard dev: http://{args.host}:{args.port}/  (broker {env['CELERY_BROKER_URL']})", flush=True)
+    return supervise(children(args), env)

@@ -1,0 +1,30 @@
+"""Pages and probes of the foundation: the home page and /healthz."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from leaderboard.health import check_broker, check_database
+from leaderboard.models import GpuType, Problem
+
+
+@never_cache
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    """200 only when both the database and the broker answer; 503 with the error otherwise."""
+    database = check_database()
+    broker = check_broker(settings.CELERY_BROKER_URL)
+    healthy = database["ok"] and broker["ok"]
+    body = {"status": "healthy" if healthy else "unhealthy", "database": database, "broker": broker}
+    return JsonResponse(body, status=200 if healthy else 503)
+
+
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    problems = Problem.objects.filter(active=True).prefetch_related("shapes").order_by("name")
+    gpu_types = GpuType.objects.order_by("development_device", "key")
+    return render(request, "leaderboard/home.html", {"problems": problems, "gpu_types": gpu_types})

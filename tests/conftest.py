@@ -1,0 +1,47 @@
+"""Shared test cast and helpers.
+
+The cast (database tests only):
+- alice: an ordinary user; she submits kernels and may see her own sources and reports.
+- bob: another ordinary user; he may see alice's rankings and reports, never her private source.
+- operator: a superuser; sees everything in the admin, except secrets (seeds, token hashes).
+- gpu_types / problems: the real evaluator/gpus.toml and catalogue, synced as `make run` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture
+def alice(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user(username="alice", password="alice-password-1")
+
+
+@pytest.fixture
+def bob(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user(username="bob", password="bob-password-1")
+
+
+@pytest.fixture
+def operator(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_superuser(username="operator", password="operator-password-1")
+
+
+@pytest.fixture
+def gpu_types(db: None) -> dict[str, Any]:
+    from leaderboard.models import GpuType
+    from leaderboard.sync import sync_gpu_types
+
+    sync_gpu_types()
+    return {gpu.key: gpu for gpu in GpuType.objects.all()}
+
+
+@pytest.fixture
+def problems(db: None) -> dict[str, Any]:
+    from leaderboard.models import Problem
+    from leaderboard.sync import sync_problems
+
+    sync_problems()
+    return {problem.name: problem for problem in Problem.objects.all()}

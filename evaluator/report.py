@@ -140,7 +140,9 @@ class TimingStats(_Model):
         default_factory=list, description="Names of the device operations of one call (kernels, copies)."
     )
     warmup_calls: int = 0
-    cold_l2: bool = Field(default=True, description="L2 flushed and persisting window reset before each call.")
+    cold_l2: bool = Field(
+        default=True, description="L2 flushed and persisting window reset before each call."
+    )
 
 
 class Telemetry(_Model):
@@ -159,7 +161,9 @@ class SolFigures(_Model):
     flops: dict[str, float] = Field(description="Exact flop counts per class (bf16_tensor, fp8_tensor, ...).")
     bytes: float = Field(description="Minimum HBM bytes: each input read once, each output written once.")
     comm_bytes: float = Field(default=0.0, description="Minimum bytes each GPU sends over its links.")
-    t_sol_us: float = Field(description="max(flops/peak, bytes/HBM peak, comm/link peak) from datasheet peaks.")
+    t_sol_us: float = Field(
+        description="max(flops/peak, bytes/HBM peak, comm/link peak) from datasheet peaks."
+    )
     bound: Literal["compute", "memory", "link"]
     t_sol_attainable_us: float | None = Field(
         default=None, description="Same, from the runner's calibrated attainable ceilings."
@@ -212,7 +216,9 @@ class FeatureEvidence(_Model):
     """Which architecture features a PTX/CUDA submission uses, and how we know."""
 
     arch: str = Field(description="Target, e.g. sm_90a.")
-    ptx_families: dict[str, int] = Field(default_factory=dict, description="Instruction family -> count in PTX.")
+    ptx_families: dict[str, int] = Field(
+        default_factory=dict, description="Instruction family -> count in PTX."
+    )
     sass_families: dict[str, int] = Field(default_factory=dict, description="SASS opcode family -> count.")
     executed_families: dict[str, int] | None = Field(
         default=None, description="Executed counts from ncu (null when no profiler ran)."
@@ -261,7 +267,9 @@ class DeviceInfo(_Model):
     driver: str | None = None
     cuda_runtime: str | None = None
     torch_version: str | None = None
-    peaks_estimated: bool = Field(default=False, description="Peaks derived from NVML facts, not a datasheet.")
+    peaks_estimated: bool = Field(
+        default=False, description="Peaks derived from NVML facts, not a datasheet."
+    )
 
 
 class EvaluationReport(_Model):

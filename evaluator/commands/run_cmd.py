@@ -1,0 +1,104 @@
+"""``python -m evaluator run PROBLEM FILE ...``: evaluate one submission and print the report.
+
+Exit 0 whenever the evaluation completed, whatever the verdict; non-zero only when the evaluator
+itself could not run (bad arguments, unknown problem, internal error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+HELP = "evaluate a submission: correctness, cold-L2 timing, SOL and score"
+
+EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("problem", help="problem name (python -m evaluator problems)")
+    parser.add_argument("file", type=Path, help="submission source file")
+    parser.add_argument("--language", choices=["python", "ptx", "cuda"], default="python")
+    parser.add_argument("--spec", type=Path, default=None, help="launch spec for PTX/CUDA")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--mode", choices=["test", "ranked"], default="test")
+    parser.add_argument(
+        "--seed", type=int, default=None, help="public seed (default: the problem's test seeds)"
+    )
+    parser.add_argument("--secret-seed-stdin", action="store_true", help="read the secret seed from stdin")
+    parser.add_argument("--shapes", choices=["all", "quick", "ranked"], default="all")
+    parser.add_argument("--json", action="store_true", help="print the JSON report")
+    parser.add_argument("--artifacts", type=Path, default=None, help="folder for profiles (.ncu-rep)")
+    parser.add_argument("--time-limit-compile", type=float, default=300.0, metavar="S")
+    parser.add_argument("--time-limit-test", type=float, default=300.0, metavar="S")
+    parser.add_argument("--time-limit-ranked", type=float, default=900.0, metavar="S")
+    parser.add_argument("--log-bytes", type=int, default=64 * 1024, metavar="N")
+    parser.add_argument("--calibration", type=Path, default=None, help="JSON of attainable ceilings")
+    parser.add_argument("--no-profile", action="store_true", help="skip the Nsight Compute pass")
+
+
+def _secret_from_stdin() -> int:
+    text = sys.stdin.readline().strip()
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise ValueError("--secret-seed-stdin: stdin must hold an integer") from None
+
+
+def _calibration(path: Path | None) -> dict[str, float] | None:
+    if path is None:
+        return None
+    data = json.loads(path.read_text())
+    ceilings = data.get("ceilings", data)  # `calibrate --json` output, or a flat dict of ceilings
+    return {
+        key: float(value)
+        for key, value in ceilings.items()
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and _is_ceiling(key)
+    }
+
+
+def _is_ceiling(key: str) -> bool:
+    """Keys that evaluator.gpus.with_ceilings understands (others, like "runs", are ignored)."""
+    return key.endswith("_tflops") or key in ("hbm_tbps", "nvlink_gbps_per_direction")
+
+
+def build_request(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from evaluator.api import EvaluationRequest, Limits
+
+    return EvaluationRequest(
+        problem=args.problem,
+        file=args.file,
+        language=args.language,
+        spec=args.spec,
+        device=args.device,
+        mode=args.mode,
+        seed=args.seed,
+        secret_seed=_secret_from_stdin() if args.secret_seed_stdin else None,
+        shapes=args.shapes,
+        limits=Limits(args.time_limit_compile, args.time_limit_test, args.time_limit_ranked, args.log_bytes),
+        artifacts=args.artifacts,
+        calibration=_calibration(args.calibration),
+        profile=not args.no_profile,
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    from evaluator.api import HarnessError, evaluate
+    from evaluator.harness.summary import human_summary
+    from evaluator.problems import CatalogueError
+
+    try:
+        report = evaluate(build_request(args))
+    except (CatalogueError, ValueError, FileNotFoundError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except HarnessError as error:
+        print(f"internal error: {error}", file=sys.stderr)
+        return EXIT_INTERNAL
+    try:
+        print(report.model_dump_json(indent=2) if args.json else human_summary(report))
+    except BrokenPipeError:  # a reader that stopped early (| head) is not the evaluator's failure
+        pass
+    return 0

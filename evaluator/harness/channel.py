@@ -1,0 +1,131 @@
+"""Messages between the parent and the child: length-prefixed JSON frames over pipes.
+
+A frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON (an object with a
+``type``). The parent reads frames without blocking so it can enforce stage deadlines; the child
+reads and writes blocking. The report is sealed with HMAC-SHA256 under a per-job key that the
+parent sends only once the child says it is quiescent (docs/harness.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import select
+import struct
+import time
+from typing import Any
+
+HEADER = struct.Struct(">I")
+#: Largest frame either side accepts; a larger length means garbage on the channel.
+MAX_FRAME = 64 * 1024 * 1024
+
+
+class ChannelError(RuntimeError):
+    """The other side closed the channel or wrote something that is not a frame."""
+
+
+class ChannelTimeout(RuntimeError):
+    """No complete frame arrived before the deadline."""
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    body = json.dumps(message, separators=(",", ":"), allow_nan=False).encode()
+    return HEADER.pack(len(body)) + body
+
+
+def seal(key: bytes, body: str) -> str:
+    return hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
+
+
+def seal_is_valid(key: bytes, body: str, mac: str) -> bool:
+    return hmac.compare_digest(seal(key, body), str(mac))
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def read_exact(fd: int, size: int) -> bytes:
+    chunks = []
+    while size:
+        chunk = os.read(fd, size)
+        if not chunk:
+            raise ChannelError("channel closed")
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int) -> dict[str, Any]:
+    """Blocking read of one frame (the child's side)."""
+    (length,) = HEADER.unpack(read_exact(fd, HEADER.size))
+    if length > MAX_FRAME:
+        raise ChannelError(f"frame of {length} bytes")
+    return _decode(read_exact(fd, length))
+
+
+def _decode(body: bytes) -> dict[str, Any]:
+    try:
+        message = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ChannelError(f"not JSON: {error}") from error
+    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+        raise ChannelError("a frame without a type")
+    return message
+
+
+class FrameReader:
+    """Non-blocking frame reader with a deadline (the parent's side)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = b""
+        self.closed = False
+
+    def _pop_frame(self) -> dict[str, Any] | None:
+        if len(self.buffer) < HEADER.size:
+            return None
+        (length,) = HEADER.unpack(self.buffer[: HEADER.size])
+        if length > MAX_FRAME:
+            raise ChannelError(f"frame of {length} bytes")
+        end = HEADER.size + length
+        if len(self.buffer) < end:
+            return None
+        body, self.buffer = self.buffer[HEADER.size : end], self.buffer[end:]
+        return _decode(body)
+
+    def next(self, deadline: float) -> dict[str, Any]:
+        """The next frame; ChannelTimeout after ``deadline`` (time.monotonic), ChannelError on EOF."""
+        while True:
+            frame = self._pop_frame()
+            if frame is not None:
+                return frame
+            if self.closed:
+                raise ChannelError("channel closed" + (" mid-frame" if self.buffer else ""))
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ChannelTimeout()
+            ready, _, _ = select.select([self.fd], [], [], min(remaining, 1.0))
+            if ready:
+                chunk = os.read(self.fd, 1 << 16)
+                if not chunk:
+                    self.closed = True
+                self.buffer += chunk
+
+    def drain(self, wait_s: float = 0.2) -> bytes:
+        """Whatever else arrives until EOF (or ``wait_s``): anything here is unexpected."""
+        deadline = time.monotonic() + wait_s
+        while not self.closed and time.monotonic() < deadline:
+            ready, _, _ = select.select([self.fd], [], [], max(deadline - time.monotonic(), 0))
+            if not ready:
+                break
+            chunk = os.read(self.fd, 1 << 16)
+            if not chunk:
+                self.closed = True
+            self.buffer += chunk
+        return self.buffer

@@ -1,0 +1,76 @@
+"""Facts about the device the child runs on, as a ``DeviceInfo`` dict (read at run time)."""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
+
+
+def nvml_driver() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else str(version)
+    except Exception:  # noqa: BLE001 - NVML is optional telemetry
+        return None
+
+
+def gpu_type(name: str) -> tuple[str, bool]:
+    """(catalogue key, estimated?) for a device name; unknown GPUs are marked estimated."""
+    from evaluator.gpus import gpu_type_for_name
+
+    key = gpu_type_for_name(name)
+    return key, key.startswith("unknown:")
+
+
+def nvml_name(index: int = 0) -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(index))
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:  # noqa: BLE001 - no NVML here
+        return None
+
+
+def device_info(device: str) -> dict[str, Any]:
+    """Full facts, read through torch in the child."""
+    import torch
+
+    if device == "cpu":
+        return {
+            "kind": "cpu",
+            "name": cpu_name(),
+            "gpu_type": "cpu",
+            "development_device": True,
+            "torch_version": torch.__version__,
+        }
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    key, estimated = gpu_type(props.name)
+    return {
+        "kind": "cuda",
+        "name": props.name,
+        "gpu_type": key,
+        "development_device": False,
+        "sm_count": int(props.multi_processor_count),
+        "l2_bytes": int(props.L2_cache_size),
+        "compute_capability": f"{props.major}.{props.minor}",
+        "driver": nvml_driver(),
+        "cuda_runtime": torch.version.cuda,
+        "torch_version": torch.__version__,
+        "peaks_estimated": estimated,
+    }

@@ -1,0 +1,205 @@
+"""GPU timing loop: profiled batches, device spans from CUPTI, CUDA events as the cross-check.
+
+See ``timing`` for the method; ``trace`` for how operations are attributed to calls.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from time import perf_counter
+from typing import Any
+
+import torch
+from torch.autograd.profiler import record_function
+from torch.profiler import ProfilerActivity, profile
+
+from evaluator.harness import trace as tracing
+from evaluator.harness.stats import converged, summarize
+from evaluator.harness.timing import (
+    BATCH_SECONDS,
+    EVENT_EXCESS_REL,
+    EVENT_EXCESS_US,
+    TimedSet,
+    TimingConfig,
+    TimingOutcome,
+    TimingRejected,
+    _after_batch,
+    _after_call,
+    _call,
+    _elapsed_ms,
+    _Event,
+    _prepare,
+    _record,
+    _sample_checks,
+    _stats_dict,
+    _synchronize,
+)
+
+_ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+#: Most warm-up calls (a 25 ms warm-up of a 5 us kernel needs a few hundred).
+WARMUP_MAX_CALLS = 2048
+
+
+@dataclass
+class _Batch:
+    spans_us: list[float] = field(default_factory=list)
+    events_us: list[float] = field(default_factory=list)
+    names: list[list[str]] = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+@dataclass
+class GpuTimer:
+    fn: Callable[..., Any]
+    sets: list[TimedSet]
+    config: TimingConfig
+    cold: Any
+    activity: Any
+    calls: int = 0
+    cupti: bool = True
+    flags: list[str] = field(default_factory=list)
+
+    def _one(self, index: int, check: bool, starts: list[Any], ends: list[Any], marker: torch.Tensor) -> None:
+        timed = self.sets[self.calls % len(self.sets)]
+        self.calls += 1
+        with record_function("sb#h"):
+            _prepare(timed, self.cold)
+        with record_function(f"sb#c{index}"):
+            _record(starts[index])
+            _call(self.fn, timed)
+            _record(ends[index])
+        with record_function(f"sb#m{index}"):
+            marker.add_(1)
+        with record_function("sb#h"):
+            _synchronize()
+            _after_call(timed, self.activity, self.cold, check, self.calls, native=True)
+
+    def batch(
+        self, size: int | None, min_calls: int = 0, min_s: float = 0.0, profiled: bool = True
+    ) -> _Batch:
+        """``size`` calls (or, for the warm-up, at least ``min_calls`` and ``min_s``).
+
+        Profiled batches give device spans; unprofiled ones give the CUDA-event cross-check, free of
+        the profiler's host overhead (which would otherwise inflate events by 20-100 us a call).
+        """
+        starts = [_Event(enable_timing=True) for _ in range(size or WARMUP_MAX_CALLS)]
+        ends = [_Event(enable_timing=True) for _ in range(len(starts))]
+        marker = torch.zeros(1, device="cuda")
+        checks = _sample_checks(self.config.checks_per_batch, size) if size else set()
+        begun = perf_counter()
+        count = 0
+        with profile(activities=_ACTIVITIES) if profiled else nullcontext() as prof:
+            while count < len(starts):
+                self._one(count, count in checks, starts, ends, marker)
+                count += 1
+                if size is None and count >= min_calls and perf_counter() - begun >= min_s:
+                    break
+        _after_batch(self.activity)
+        result = _Batch(wall_s=perf_counter() - begun)
+        result.events_us = [_elapsed_ms(starts[i], ends[i]) * 1e3 for i in range(count)]
+        if profiled:
+            self._spans(prof, count, result)
+        return result
+
+    def _spans(self, prof: Any, count: int, result: _Batch) -> None:
+        try:
+            events = list(prof.profiler.kineto_results.events())
+            batch = tracing.attribute(events)
+        except Exception as error:  # noqa: BLE001 - no CUPTI: fall back to events, flagged
+            self._no_cupti(f"kernel timestamps unreadable ({type(error).__name__}: {error})")
+            return
+        if not any(batch.calls.get(i) and batch.calls[i].ops for i in range(count)):
+            self._no_cupti("no kernel timestamps recorded (CUPTI unavailable?)")
+            return
+        if batch.strays:
+            names = sorted({op.name for op in batch.strays})[:5]
+            raise TimingRejected(
+                f"device work launched outside the timed call by another thread (class 2): {names}"
+            )
+        for i in range(count):
+            call = batch.calls.get(i) or tracing.CallTrace()
+            if not call.ops:
+                raise TimingRejected(f"timed call {i} launched no device work (classes 5 and 9)")
+            late = call.unjoined()
+            if late:
+                raise TimingRejected(
+                    f"work on another stream was not joined back to the current stream (class 1): {late[0].name}"
+                )
+            result.spans_us.append(call.span_ns / 1e3)
+            result.names.append(call.names)
+
+    def _no_cupti(self, why: str) -> None:
+        if self.cupti:
+            self.flags.append(
+                f"device span unavailable, ranked by CUDA events; other-stream check not done: {why}"
+            )
+        self.cupti = False
+
+
+def _compare_kernel_sets(warmup: list[str], timed: list[list[str]], flags: list[str]) -> None:
+    if not warmup:
+        return
+    for names in timed:
+        if len(names) < len(warmup):
+            raise TimingRejected(
+                f"timed calls launch fewer device operations ({len(names)}) than warm-up calls "
+                f"({len(warmup)}): less work when timed (class 9)"
+            )
+    if any(Counter(names) != Counter(warmup) for names in timed):
+        flags.append("the set of device operations changed between calls")
+
+
+def _ranked(spans: list[float], events: list[float], cupti: bool) -> tuple[str, list[float], dict[str, Any]]:
+    event_summary = summarize(events)
+    if not cupti:
+        return "events", events, {"event_median_us": event_summary.median}
+    span_summary = summarize(spans)
+    gap = event_summary.median - span_summary.median
+    extra = {
+        "event_median_us": event_summary.median,
+        "disagreement_rel": gap / span_summary.median if span_summary.median > 0 else None,
+    }
+    if gap > max(EVENT_EXCESS_REL * span_summary.median, EVENT_EXCESS_US):
+        return "events", events, extra
+    return "device_span", spans, extra
+
+
+def time_gpu(
+    fn: Callable[..., Any], sets: list[TimedSet], config: TimingConfig, cold: Any, activity: Any
+) -> TimingOutcome:
+    timer = GpuTimer(fn, sets, config, cold, activity)
+    warm = timer.batch(None, config.warmup_calls, config.warmup_s)
+    warmup_names = warm.names[-1] if warm.names else []
+    warmup_calls = timer.calls
+    per_call = max(warm.wall_s / max(warmup_calls, 1), 1e-6)
+    size = int(min(max(BATCH_SECONDS / per_call, 4), config.max_batch))
+    spans: list[float] = []
+    events: list[float] = []
+    names: list[list[str]] = []
+    started = perf_counter()
+    while True:
+        profiled = timer.batch(size)
+        spans += profiled.spans_us
+        names += profiled.names
+        # The cross-check needs a robust median, not a 0.5% CI: a quarter of the calls suffice.
+        events += timer.batch(max(size // 4, 4), profiled=False).events_us
+        primary = spans if timer.cupti else events
+        ok = converged(summarize(primary), config.target_rel, config.min_samples)
+        if ok or perf_counter() - started > config.budget_s:
+            break
+    _compare_kernel_sets(warmup_names, names, timer.flags)
+    source, ranked, extra = _ranked(spans, events, timer.cupti)
+    summary = summarize(ranked)
+    method = "cupti" if timer.cupti else "events"
+    stats = _stats_dict(summary, method, source, converged(summary, config.target_rel, config.min_samples))
+    stats.update(extra)
+    stats.update(kernels_per_call=(names[-1] if names else [])[:32], warmup_calls=warmup_calls, cold_l2=True)
+    flags = list(timer.flags)
+    if source == "events" and timer.cupti and extra["event_median_us"] > 2 * summarize(spans).median:
+        flags.append(
+            "most of the call's time is outside its device span (host work or gaps, class 14): ranked by CUDA events"
+        )
+    return TimingOutcome(stats, flags)

@@ -1,0 +1,36 @@
+"""What one evaluation is asked to do (the Python API's and the CLI's input)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class Limits:
+    compile_s: float = 300.0
+    test_s: float = 300.0
+    ranked_s: float = 900.0
+    log_bytes: int = 64 * 1024
+
+
+@dataclass(frozen=True)
+class EvaluationRequest:
+    problem: str
+    file: Path
+    language: Literal["python", "ptx", "cuda"] = "python"
+    spec: Path | None = None
+    device: Literal["cuda", "cpu"] = "cuda"
+    mode: Literal["test", "ranked"] = "test"
+    seed: int | None = None
+    secret_seed: int | None = field(default=None, repr=False)
+    shapes: Literal["all", "quick", "ranked"] = "all"
+    limits: Limits = field(default_factory=Limits)
+    artifacts: Path | None = None
+    calibration: dict[str, float] | None = None
+    #: Seconds of timing per shape for the kernel and the baseline; None = the mode's default.
+    budget_s: tuple[float, float] | None = None
+    profile: bool = True
+    #: Exact shapes to evaluate (overrides ``shapes``); for benchmarks and debugging.
+    shape_ids: tuple[str, ...] | None = None

@@ -1,0 +1,41 @@
+"""A human-readable summary of an ``EvaluationReport`` (the CLI's default output)."""
+
+from __future__ import annotations
+
+from evaluator.report import EvaluationReport, ShapeReport, TimingStats
+
+
+def _timing(label: str, timing: TimingStats | None) -> str:
+    if timing is None:
+        return ""
+    ci = f"+-{timing.ci95_half_width_rel * 100:.2f}%"
+    return f"{label} {timing.median_us:.2f} us {ci} (n={timing.n}, {timing.method}/{timing.ranked_source})"
+
+
+def _shape_line(shape: ShapeReport) -> str:
+    parts = [f"  {shape.shape_id:<28} {shape.status.value:<20}"]
+    if shape.timing:
+        parts.append(_timing("kernel", shape.timing))
+        parts.append(_timing("baseline", shape.baseline_timing))
+    if shape.sol:
+        parts.append(f"S={shape.sol.score:.3f} SOL={shape.sol.sol_fraction:.2%} x{shape.sol.speedup:.2f}")
+    if shape.message and shape.status.value != "PASSED":
+        parts.append(shape.message[:200])
+    return "  ".join(part for part in parts if part)
+
+
+def human_summary(report: EvaluationReport) -> str:
+    device = report.device
+    dev = f"{device.name} ({device.gpu_type}{', development device' if device.development_device else ''})"
+    lines = [
+        f"{report.problem} v{report.problem_version} [{report.language}, {report.mode}] on {dev}",
+        f"status: {report.status.value}  {report.message}".rstrip(),
+    ]
+    lines += [_shape_line(shape) for shape in report.shapes]
+    if report.problem_score is not None:
+        lines.append(f"problem score: {report.problem_score:.4f} (rank eligible)")
+    elif report.mode == "ranked":
+        lines.append("not rank eligible")
+    lines += [f"flag: {flag}" for flag in report.flags]
+    lines.append(f"wall: {report.wall_seconds:.1f} s")
+    return "\n".join(lines)

@@ -1,0 +1,162 @@
+"""Cold-cache timing of one implementation on one shape (docs/harness.md, "Timing").
+
+Every timed call is preceded, outside the timed span, by: rotation to the next input set (distinct
+``data_ptr``s), fresh input contents for that set (so no cache keyed by pointer, shape or content
+ever hits), poisoned outputs, an L2 flush (2x the L2 size) and a persisting-L2 reset. On the GPU
+the time of a call is its device span from CUPTI kernel timestamps (``trace``), cross-checked by
+CUDA events around the call followed by a device-wide synchronise. On the CPU development device
+it is the host wall clock. Repetitions continue in batches until the 95% CI of the median is
+within ``target_rel`` of it or the budget is spent. Outputs of a random sample of timed calls
+(chosen with os.urandom after the calls were made) are checked against the reference.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from time import perf_counter, perf_counter_ns
+from typing import Any
+
+import torch
+
+from evaluator.harness.correctness import poison_
+from evaluator.harness.stats import Summary, converged, summarize
+
+_Event = torch.cuda.Event
+_record = torch.cuda.Event.record
+_elapsed_ms = torch.cuda.Event.elapsed_time
+_synchronize = torch.cuda.synchronize
+_urandom = os.urandom
+#: Events are ranked instead of the device span when they exceed it by this much (relative)...
+EVENT_EXCESS_REL = 0.10
+#: ...and by at least this many microseconds: the host overhead of launching from Python (torch
+#: dispatch, Triton's launcher: 5-40 us) is not work hidden from the timestamps.
+EVENT_EXCESS_US = 50.0
+#: Target length of one profiled batch, in seconds.
+BATCH_SECONDS = 0.12
+
+
+class TimingRejected(Exception):
+    """An anti-cheat check failed while timing; the message names the class."""
+
+
+class CallFailed(Exception):
+    """The implementation raised during a timed or warm-up call."""
+
+
+@dataclass
+class TimedSet:
+    inputs: list[torch.Tensor]
+    outputs: list[torch.Tensor]
+    refresh: Callable[[], None]
+    verify: Callable[[], str | None]
+
+
+@dataclass
+class TimingConfig:
+    budget_s: float
+    target_rel: float = 0.005
+    min_samples: int = 10
+    warmup_calls: int = 3
+    warmup_s: float = 0.025
+    checks_per_batch: int = 2
+    max_batch: int = 256
+
+
+@dataclass
+class TimingOutcome:
+    stats: dict[str, Any]
+    flags: list[str] = field(default_factory=list)
+
+
+def _stats_dict(summary: Summary, method: str, ranked_source: str, ok: bool) -> dict[str, Any]:
+    return {
+        "method": method,
+        "median_us": summary.median,
+        "mean_us": summary.mean,
+        "min_us": summary.minimum,
+        "max_us": summary.maximum,
+        "std_us": summary.std,
+        "n": summary.n,
+        "ci95_low_us": summary.ci_low,
+        "ci95_high_us": summary.ci_high,
+        "ci95_half_width_rel": min(summary.half_width_rel, 1e9),
+        "converged": ok,
+        "ranked_source": ranked_source,
+    }
+
+
+def _call(fn: Callable[..., Any], timed: TimedSet) -> None:
+    try:
+        fn(*timed.inputs, *timed.outputs)
+    except Exception as error:
+        raise CallFailed(f"{type(error).__name__}: {error}") from error
+
+
+def _prepare(timed: TimedSet, cold: Any) -> None:
+    timed.refresh()
+    for tensor in timed.outputs:
+        poison_(tensor)
+    if cold is not None:
+        cold.prepare()
+
+
+def _sample_checks(count: int, batch: int) -> set[int]:
+    return {int.from_bytes(_urandom(4), "little") % batch for _ in range(count)}
+
+
+# ---------------------------------------------------------------- CPU development device
+
+
+def time_cpu(
+    fn: Callable[..., Any], sets: list[TimedSet], config: TimingConfig, activity: Any
+) -> TimingOutcome:
+    started = perf_counter()
+    warmup = 0
+    while warmup < config.warmup_calls or perf_counter() - started < config.warmup_s:
+        timed = sets[warmup % len(sets)]
+        _prepare(timed, None)
+        _call(fn, timed)
+        warmup += 1
+    samples: list[float] = []
+    started = perf_counter()
+    while True:
+        checks = _sample_checks(config.checks_per_batch, 16)
+        for i in range(16):
+            timed = sets[(warmup + len(samples)) % len(sets)]
+            _prepare(timed, None)
+            t0 = perf_counter_ns()
+            _call(fn, timed)
+            samples.append((perf_counter_ns() - t0) / 1e3)
+            _after_call(timed, activity, None, i in checks, len(samples), native=False)
+        _after_batch(activity)
+        summary = summarize(samples)
+        ok = converged(summary, config.target_rel, config.min_samples)
+        if ok or perf_counter() - started > config.budget_s:
+            stats = _stats_dict(summary, "wall", "wall", ok)
+            stats.update(warmup_calls=warmup, cold_l2=False)
+            return TimingOutcome(stats)
+
+
+def _after_call(timed: TimedSet, activity: Any, cold: Any, check: bool, index: int, native: bool) -> None:
+    problem = activity.problems(native=native, children=False)  # child processes: once per batch
+    if problem:
+        raise TimingRejected(problem)
+    if cold is not None:
+        persisting = cold.persisting_in_use()
+        if persisting:
+            raise TimingRejected(persisting)
+    if check:
+        failure = timed.verify()
+        if failure:
+            raise TimingRejected(
+                f"timed call {index} wrote a wrong output (caching, replay or less work when timed; "
+                f"classes 5 and 9): {failure}"
+            )
+
+
+def _after_batch(activity: Any) -> None:
+    problem = activity.problems(native=False)
+    if problem:
+        raise TimingRejected(problem)

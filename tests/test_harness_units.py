@@ -1,0 +1,408 @@
+"""Units of the harness that need no child process: statistics, the channel and its seal,
+correctness comparison, integrity snapshots, trace attribution and report re-derivation."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from evaluator.harness import anticheat, channel, correctness, stats, trace
+from evaluator.harness.assemble import ReportMismatch, check_body
+from evaluator.harness.request import EvaluationRequest
+from evaluator.report import Status
+
+# ---------------------------------------------------------------- statistics
+
+
+def test_the_median_ci_brackets_the_median_and_narrows_with_more_samples() -> None:
+    few = stats.summarize([float(x) for x in range(20)])
+    many = stats.summarize([float(x % 20) for x in range(2000)])
+    assert few.ci_low <= few.median <= few.ci_high
+    assert many.ci_high - many.ci_low <= few.ci_high - few.ci_low
+
+
+def test_the_ci_rank_formula_matches_the_binomial_table_for_n_100() -> None:
+    # Exact distribution-free 95% CI of the median for n=100: order statistics 40 and 61 (1-based).
+    low, high = stats.median_ci_ranks(100)
+    assert (low + 1, high + 1) == (40, 61)
+
+
+def test_convergence_needs_both_enough_samples_and_a_narrow_ci() -> None:
+    flat = stats.summarize([10.0] * 50)
+    assert stats.converged(flat, 0.005, 10)
+    assert not stats.converged(stats.summarize([10.0] * 5), 0.005, 10)
+
+
+# ---------------------------------------------------------------- channel
+
+
+def test_frames_round_trip_and_a_seal_only_verifies_with_its_key() -> None:
+    read_fd, write_fd = os.pipe()
+    channel.write_all(write_fd, channel.encode({"type": "x", "n": 1}))
+    assert channel.FrameReader(read_fd).next(time.monotonic() + 1) == {"type": "x", "n": 1}
+    mac = channel.seal(b"k" * 32, "body")
+    assert channel.seal_is_valid(b"k" * 32, "body", mac)
+    assert not channel.seal_is_valid(b"j" * 32, "body", mac)
+    assert not channel.seal_is_valid(b"k" * 32, "bodY", mac)
+    os.close(read_fd), os.close(write_fd)
+
+
+def test_garbage_on_the_channel_is_an_error_not_a_message() -> None:
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b"\x00\x00\x00\x05hello")
+    with pytest.raises(channel.ChannelError):
+        channel.FrameReader(read_fd).next(time.monotonic() + 1)
+    os.close(read_fd), os.close(write_fd)
+
+
+def test_a_reader_times_out_when_nothing_arrives() -> None:
+    read_fd, write_fd = os.pipe()
+    with pytest.raises(channel.ChannelTimeout):
+        channel.FrameReader(read_fd).next(time.monotonic() + 0.05)
+    os.close(read_fd), os.close(write_fd)
+
+
+# ---------------------------------------------------------------- correctness
+
+
+def test_nan_where_the_reference_is_finite_always_fails() -> None:
+    ref = torch.ones(10, dtype=torch.float64)
+    out = torch.ones(10)
+    out[3] = math.nan
+    result = correctness.compare("c", out, ref, atol=1e9, rtol=1e9)
+    assert result["nonfinite_count"] == 1
+    assert result["matched_ratio"] == 0.9
+    assert result["worst"][0]["index"] == [3]
+    assert not correctness.outputs_pass({"c": result}, 0.5)
+
+
+def test_the_tolerance_is_atol_plus_rtol_times_the_reference() -> None:
+    ref = torch.tensor([100.0, 0.0], dtype=torch.float64)
+    out = torch.tensor([100.5, 0.5])
+    result = correctness.compare("c", out, ref, atol=0.1, rtol=0.01)
+    assert result["matched_ratio"] == 0.5  # 0.5 <= 0.1 + 1.0 passes, 0.5 > 0.1 fails
+    assert result["max_abs_error"] == pytest.approx(0.5)
+
+
+def test_a_matching_nan_reference_is_matched_by_nan() -> None:
+    ref = torch.tensor([math.nan, 1.0], dtype=torch.float64)
+    out = torch.tensor([math.nan, 1.0])
+    assert correctness.compare("c", out, ref, 0.0, 0.0)["matched_ratio"] == 1.0
+
+
+def test_poison_makes_floats_nan_and_fp8_nan() -> None:
+    value = torch.zeros(4)
+    correctness.poison_(value)
+    assert torch.isnan(value).all()
+    fp8 = torch.zeros(4, dtype=torch.float8_e4m3fn)
+    correctness.poison_(fp8)
+    assert torch.isnan(fp8.float()).all()
+
+
+def test_the_digest_sees_a_single_changed_element_and_a_permutation() -> None:
+    base = torch.randn(1001)
+    changed = base.clone()
+    changed[500] += 1
+    assert correctness.digest(base) == correctness.digest(base.clone())
+    assert correctness.digest(changed) != correctness.digest(base)
+    assert correctness.digest(base.flip(0)) != correctness.digest(base)
+
+
+def test_identity_checks_distinguish_dtype_shape_and_swapped_storage() -> None:
+    out = torch.empty(8)
+    expected = correctness.identity(out)
+    assert correctness.check_identity("c", out, expected) is None
+    out.resize_(7)
+    assert correctness.check_identity("c", out, expected)[0] is Status.INCORRECT_SHAPE
+    swapped = torch.empty(8)
+    swapped.set_(torch.empty(8))
+    assert (
+        correctness.check_identity("c", swapped, correctness.identity(torch.empty(8)))[0] is Status.REJECTED
+    )
+
+
+# ---------------------------------------------------------------- integrity and activity
+
+
+def test_the_integrity_snapshot_notices_a_patched_function_and_a_swapped_code_object() -> None:
+    import types
+
+    def timer() -> int:
+        return 1
+
+    module = types.ModuleType("victim")
+    module.timer = timer  # type: ignore[attr-defined]
+    snapshot = anticheat.Integrity()
+    snapshot.watch_namespace("victim", module)
+    assert snapshot.changed() == []
+    module.timer.__code__ = (lambda: 0).__code__
+    assert snapshot.changed() == ["victim.timer"]
+
+
+def test_an_attribute_added_to_a_closed_class_is_noticed() -> None:
+    class Event:
+        def record(self) -> None: ...
+
+    snapshot = anticheat.Integrity()
+    snapshot.watch_namespace("Event", Event, closed=True)
+    Event.elapsed_time = lambda self: 0.0  # type: ignore[attr-defined]
+    assert snapshot.changed() == ["Event.elapsed_time (added)"]
+
+
+def test_a_python_thread_started_after_the_reference_point_is_a_problem() -> None:
+    import threading
+
+    reference = anticheat.Activity.now()
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert "class 2" in (reference.problems(native=False) or "")
+    finally:
+        stop.set()
+        thread.join()
+    assert reference.problems(native=False) is None
+
+
+# ---------------------------------------------------------------- trace attribution
+
+
+@dataclass
+class FakeEvent:
+    """A stand-in for torch's _KinetoEvent with the accessors ``trace`` uses."""
+
+    kind: str
+    label: str
+    start: int
+    end: int
+    corr: int = 0
+    linked: int = 0
+    resource: int = 7
+
+    def device_type(self) -> str:
+        return f"DeviceType.{self.kind}"
+
+    def name(self) -> str:
+        return self.label
+
+    def start_ns(self) -> int:
+        return self.start
+
+    def end_ns(self) -> int:
+        return self.end
+
+    def correlation_id(self) -> int:
+        return self.corr
+
+    def linked_correlation_id(self) -> int:
+        return self.linked
+
+    def device_resource_id(self) -> int:
+        return self.resource
+
+
+def _batch(side_stream_end: int) -> list[FakeEvent]:
+    return [
+        FakeEvent("CPU", "sb#c0", 100, 200),
+        FakeEvent("CPU", "cudaLaunchKernel", 110, 120, corr=1),
+        FakeEvent("CPU", "cudaLaunchKernel", 130, 140, corr=2),
+        FakeEvent("CPU", "sb#m0", 210, 230),
+        FakeEvent("CPU", "cudaLaunchKernel", 215, 220, corr=3),
+        FakeEvent("CUDA", "add_kernel", 150, 400, corr=1),
+        FakeEvent("CUDA", "side_kernel", 160, side_stream_end, corr=2, resource=9),
+        FakeEvent("CUDA", "marker", 410, 420, corr=3),
+    ]
+
+
+def test_a_call_spans_its_operations_on_every_stream() -> None:
+    batch = trace.attribute(_batch(side_stream_end=390))
+    call = batch.calls[0]
+    assert call.span_ns == 250
+    assert call.names == ["add_kernel", "side_kernel"]
+    assert call.marker.name == "marker"
+    assert call.unjoined() == []
+
+
+def test_an_operation_still_running_on_another_stream_after_the_marker_starts_is_unjoined() -> None:
+    call = trace.attribute(_batch(side_stream_end=900)).calls[0]
+    assert [op.name for op in call.unjoined()] == ["side_kernel"]
+
+
+def test_device_work_launched_outside_every_range_is_a_stray() -> None:
+    events = _batch(390) + [
+        FakeEvent("CPU", "cudaLaunchKernel", 600, 610, corr=4),
+        FakeEvent("CUDA", "late_kernel", 620, 700, corr=4),
+    ]
+    assert [op.name for op in trace.attribute(events).strays] == ["late_kernel"]
+
+
+# ---------------------------------------------------------------- report re-derivation
+
+
+def test_a_report_listing_shapes_that_were_not_asked_for_is_a_mismatch() -> None:
+    request = EvaluationRequest(problem="vector_add", file=__file__, device="cpu")
+    with pytest.raises(ReportMismatch):
+        check_body({"shapes": [{"shape_id": "n1"}]}, request, ["n4099"])
+    check_body({"shapes": [{"shape_id": "n4099"}]}, request, ["n4099", "n65537"])
+
+
+# ---------------------------------------------------------------- Nsight Compute parsing
+
+#: Columns of a real `ncu --csv --page raw` export (H200, ncu 2025.3), trimmed to what we read.
+NCU_RAW = (
+    '"ID","Kernel Name","Block Size","Grid Size","gpu__time_duration.sum","launch__registers_per_thread",'
+    '"launch__shared_mem_per_block","sm__throughput.avg.pct_of_peak_sustained_elapsed",'
+    '"gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed","lts__t_sector_hit_rate.pct",'
+    '"sm__warps_active.avg.pct_of_peak_sustained_active",'
+    '"smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",'
+    '"smsp__average_warps_issue_stalled_wait_per_issue_active.ratio",'
+    '"smsp__average_warps_issue_stalled_selected_per_issue_active.ratio","smsp__inst_executed.sum"\n'
+    '"","","","","us","register/thread","Kbyte/block","%","%","%","%","inst","inst","inst","inst"\n'
+    '"0","nvjet_sm90_tst_128x64","(384, 1, 1)","(8, 14, 1)","23.136000","168","214.292000","42.76",'
+    '"69.30","15.67","14.45","8.994522","1.778571","1.000071","2,511,482.000000"\n'
+)
+
+
+def test_an_ncu_raw_export_becomes_a_kernel_profile_with_units_applied() -> None:
+    from evaluator.harness.profile import parse_raw_csv
+
+    (kernel,) = parse_raw_csv(NCU_RAW)
+    assert kernel.duration_us == pytest.approx(23.136)
+    assert kernel.shared_memory_bytes == 214292
+    assert kernel.registers_per_thread == 168
+    assert kernel.dram_throughput_pct == pytest.approx(69.30)
+    assert [stall.reason for stall in kernel.top_stalls] == ["long_scoreboard", "wait"]
+    assert kernel.executed_instructions["total"] == 2511482
+
+
+# ---------------------------------------------------------------- calibration file
+
+
+def test_a_calibration_file_yields_only_the_ceilings_sol_understands(tmp_path: Path) -> None:
+    from evaluator.commands.run_cmd import _calibration
+
+    path = tmp_path / "calibration.json"
+    path.write_text(
+        '{"device": "NVIDIA H200", "runs": 9, "ceilings": {"bf16_tensor_tflops": 720.5, "hbm_tbps": 4.2}}'
+    )
+    assert _calibration(path) == {"bf16_tensor_tflops": 720.5, "hbm_tbps": 4.2}
+    flat = tmp_path / "flat.json"
+    flat.write_text('{"hbm_tbps": 4.1, "runs": 9}')
+    assert _calibration(flat) == {"hbm_tbps": 4.1}
+
+
+# ---------------------------------------------------------------- the parent's re-derivation
+
+
+def _timing(median_us: float) -> dict[str, object]:
+    return {
+        "method": "cupti",
+        "median_us": median_us,
+        "mean_us": median_us,
+        "min_us": median_us,
+        "max_us": median_us,
+        "std_us": 0.0,
+        "n": 100,
+        "ci95_low_us": median_us,
+        "ci95_high_us": median_us,
+        "ci95_half_width_rel": 0.0,
+        "converged": True,
+        "ranked_source": "device_span",
+    }
+
+
+def _sealed_body(kernel_us: dict[str, float]) -> dict[str, object]:
+    device = {"kind": "cuda", "name": "NVIDIA H200", "gpu_type": "h200", "development_device": False}
+    shapes = [
+        {
+            "shape_id": shape_id,
+            "axes": {},
+            "ranked": False,
+            "status": "PASSED",
+            "message": "",
+            "timing": _timing(us),
+            "baseline_timing": _timing(2 * us),
+        }
+        for shape_id, us in kernel_us.items()
+    ]
+    return {"status": None, "message": "", "device": device, "shapes": shapes, "flags": []}
+
+
+def _build(kernel_us: dict[str, float], secret: int | None = 7):  # type: ignore[no-untyped-def]
+    from evaluator.harness.assemble import build
+    from evaluator.harness.parent import ChildOutcome
+    from evaluator.problems import get_problem
+
+    problem = get_problem("vector_add")
+    request = EvaluationRequest(problem="vector_add", file=Path(__file__), mode="ranked", secret_seed=secret)
+    outcome = ChildOutcome(body=_sealed_body(kernel_us))
+    return build(request, problem, list(kernel_us), outcome, 0.0, "2026-01-01T00:00:00+00:00", {}, 1.0)
+
+
+RANKED_US = {"n1048576": 20.0, "n16777216": 80.0, "n268435456": 1200.0}
+
+
+def test_the_parent_computes_scores_and_the_problem_score_from_the_timings() -> None:
+    report = _build(RANKED_US)
+    assert report.rank_eligible
+    scores = [shape.sol.score for shape in report.shapes]
+    assert report.problem_score == pytest.approx(math.prod(scores) ** (1 / 3))
+    assert all(shape.ranked for shape in report.shapes)  # the catalogue's word, not the child's
+
+
+def test_a_faster_than_light_shape_is_flagged_and_blocks_ranking() -> None:
+    report = _build({**RANKED_US, "n16777216": 1.0})  # 201 MB in 1 us: impossible
+    assert any("faster than light" in flag for flag in report.flags)
+    assert not report.rank_eligible
+    assert report.problem_score is None
+
+
+def test_ranked_mode_without_a_secret_seed_is_never_rank_eligible() -> None:
+    assert not _build(RANKED_US, secret=None).rank_eligible
+
+
+def test_a_missing_ranked_shape_blocks_ranking() -> None:
+    report = _build({"n1048576": 20.0, "n16777216": 80.0})
+    assert report.status is Status.PASSED
+    assert not report.rank_eligible
+
+
+def test_a_child_that_dies_before_loading_the_submission_is_the_evaluators_failure() -> None:
+    from evaluator.harness import parent
+
+    request = EvaluationRequest(problem="vector_add", file=Path(__file__), device="cpu")
+    outcome = parent.run_child(request, {"type": "config", "problem": "no_such_problem"})
+    assert outcome.status == "INTERNAL"
+    assert "no_such_problem" in outcome.log
+
+
+# ---------------------------------------------------------------- torch global state
+
+
+def test_the_reference_runs_under_the_switches_captured_before_the_import() -> None:
+    from evaluator.harness.anticheat import TorchState, trusted_torch_state
+
+    matmul = torch.backends.cuda.matmul
+    original = matmul.allow_tf32
+    trusted = TorchState.capture()
+    try:
+        matmul.allow_tf32 = not original  # what a submission might do at import
+        with trusted_torch_state(trusted):
+            assert matmul.allow_tf32 == original
+        assert matmul.allow_tf32 == (not original)  # the submission's own value is back
+    finally:
+        matmul.allow_tf32 = original
+
+
+def test_a_collapsed_sm_clock_is_flagged_but_a_power_cap_is_not() -> None:
+    from evaluator.harness.child import telemetry_flags
+
+    assert telemetry_flags({"sm_clock_mhz": 1980}, {"sm_clock_mhz": 1755}) == []
+    assert "SM clock fell" in telemetry_flags({"sm_clock_mhz": 1980}, {"sm_clock_mhz": 990})[0]

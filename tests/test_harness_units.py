@@ -8,6 +8,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -16,6 +17,7 @@ torch = pytest.importorskip("torch")
 from evaluator.harness import anticheat, channel, correctness, stats, trace
 from evaluator.harness.assemble import ReportMismatch, check_body
 from evaluator.harness.request import EvaluationRequest
+from evaluator.problems import OutputTolerance
 from evaluator.report import Status
 
 # ---------------------------------------------------------------- statistics
@@ -76,25 +78,35 @@ def test_nan_where_the_reference_is_finite_always_fails() -> None:
     ref = torch.ones(10, dtype=torch.float64)
     out = torch.ones(10)
     out[3] = math.nan
-    result = correctness.compare("c", out, ref, atol=1e9, rtol=1e9)
+    result = correctness.compare("c", out, ref, OutputTolerance(atol=1e9, rtol=1e9))
     assert result["nonfinite_count"] == 1
     assert result["matched_ratio"] == 0.9
     assert result["worst"][0]["index"] == [3]
-    assert not correctness.outputs_pass({"c": result}, 0.5)
+    lenient = SimpleNamespace(tolerance_for=lambda name: OutputTolerance(1e9, 1e9, matched_ratio=0.5))
+    assert not correctness.outputs_pass({"c": result}, lenient)
 
 
 def test_the_tolerance_is_atol_plus_rtol_times_the_reference() -> None:
     ref = torch.tensor([100.0, 0.0], dtype=torch.float64)
     out = torch.tensor([100.5, 0.5])
-    result = correctness.compare("c", out, ref, atol=0.1, rtol=0.01)
+    result = correctness.compare("c", out, ref, OutputTolerance(atol=0.1, rtol=0.01))
     assert result["matched_ratio"] == 0.5  # 0.5 <= 0.1 + 1.0 passes, 0.5 > 0.1 fails
     assert result["max_abs_error"] == pytest.approx(0.5)
+
+
+def test_a_row_rms_tolerance_scales_with_each_rows_size() -> None:
+    ref = torch.tensor([[100.0, 100.0], [1.0, 1.0]], dtype=torch.float64)
+    out = torch.tensor([[105.0, 100.0], [2.0, 1.0]])
+    result = correctness.compare("o", out, ref, OutputTolerance(atol=0.1, rtol=0.0, atol_scale="row_rms"))
+    # Row 0: 5 <= 0.1 * 100 passes. Row 1: its RMS (1) is floored at 0.1 x the whole RMS (70.7),
+    # so 1.0 > 0.1 * 7.07 fails: small rows get no absolute slack beyond the floor.
+    assert result["matched_ratio"] == 0.75
 
 
 def test_a_matching_nan_reference_is_matched_by_nan() -> None:
     ref = torch.tensor([math.nan, 1.0], dtype=torch.float64)
     out = torch.tensor([math.nan, 1.0])
-    assert correctness.compare("c", out, ref, 0.0, 0.0)["matched_ratio"] == 1.0
+    assert correctness.compare("c", out, ref, OutputTolerance(0.0, 0.0))["matched_ratio"] == 1.0
 
 
 def test_poison_makes_floats_nan_and_fp8_nan() -> None:

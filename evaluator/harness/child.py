@@ -90,7 +90,8 @@ class Child:
                 dict(smallest.axes), 0, self.device, self.problem.distributions[0]
             )
             outputs = work.corr.allocate_outputs(self.problem.outputs, smallest.axes, self.device)
-            self.refmod.baseline(*ctx.ordered_inputs(inputs), *outputs.values())
+            baseline = work.with_scalar_args(self.refmod.baseline, self.problem, smallest.axes)
+            baseline(*ctx.ordered_inputs(inputs), *outputs.values())
             work.corr.poison_and_release(dict(self.refmod.reference(inputs, dict(smallest.axes))))
             work.corr.poison_and_release(outputs)
             self.sync()
@@ -192,6 +193,8 @@ class Child:
         assert self.submission is not None  # test_stage runs only after a successful import
         try:
             kernel = self.submission.kernel_for(dict(shape.axes))
+            if self.config["language"] == "python":
+                kernel = work.with_scalar_args(kernel, self.problem, shape.axes)
         except Exception as error:  # noqa: BLE001 - a native kernel that does not fit this shape
             return _shape_dict(shape, "COMPILE_ERROR", getattr(error, "message", None) or str(error))
         try:
@@ -233,7 +236,8 @@ class Child:
         try:
             outcome = self.time_one(kernel, sets, budgets["kernel"])
             with anticheat.trusted_torch_state(self.torch_state):
-                baseline = self.time_one(self.refmod.baseline, sets, budgets["baseline"])
+                baseline_fn = work.with_scalar_args(self.refmod.baseline, self.problem, shape.axes)
+                baseline = self.time_one(baseline_fn, sets, budgets["baseline"])
         except TimingRejected as error:
             report.update(status="REJECTED", message=str(error))
             return

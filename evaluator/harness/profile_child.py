@@ -16,6 +16,7 @@ import torch
 
 from evaluator.harness import correctness as corr
 from evaluator.harness.submission import SubmissionError, load
+from evaluator.harness.work import with_scalar_args
 from evaluator.problems import get_problem
 
 RANGE = "sbprof"
@@ -31,6 +32,8 @@ def main(argv: list[str]) -> int:
     spec = Path(config["spec"]) if config.get("spec") else None
     try:
         kernel = load(config["language"], Path(config["file"]), spec, problem, "cuda").kernel_for(axes)
+        if config["language"] == "python":
+            kernel = with_scalar_args(kernel, problem, axes)
     except SubmissionError as error:
         print(error.message, file=sys.stderr)
         return 3

@@ -5,6 +5,7 @@ verified on hardware, with its provenance, written as a few JSON files under ``-
 
 Sections (each bounded in time; a failing section is recorded and the round goes on):
   calibrate    attainable ceilings (bf16 GEMM, device copy)
+  baselines    every problem's baseline submitted as a submission, ranked -> score ~0.5
   catalogue    every problem's example (the vendor baseline submitted as a submission) ranked on
                every shape -> score ~0.5; a slower variant (same kernel called twice) on the quick
                shapes -> lower score; a wrong variant -> INCORRECT_NUMERICAL
@@ -153,6 +154,25 @@ def section_catalogue(calibration: list[str], deadline: float, variants: list[st
     return results
 
 
+def baseline_file(problem: str) -> str:
+    """The vendor-library baseline itself, submitted as a submission (its score must be ~0.5)."""
+    folder = Path(tempfile.mkdtemp(prefix="solboard-baseline-"))
+    path = folder / f"{problem}_baseline.py"
+    path.write_text(f"from evaluator.problems.{problem}.reference import baseline as kernel\n")
+    return str(path)
+
+
+def section_baselines(calibration: list[str], deadline: float, shapes: str) -> list[dict]:
+    results = []
+    for problem in PROBLEMS:
+        if time.monotonic() > deadline:
+            results.append({"problem": problem, "file": "baseline", "error": "round time budget spent"})
+            continue
+        args = ["--mode", "ranked", "--shapes", shapes, "--no-profile", *calibration]
+        results.append(evaluate(problem, baseline_file(problem), args, 300))
+    return results
+
+
 def section_native(calibration: list[str], artifacts: Path, shapes: str) -> list[dict]:
     results = []
     for problem, path, language in NATIVE:
@@ -181,12 +201,15 @@ def provenance() -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--sections", default="calibrate,catalogue,native,cheats,quality,e2e")
+    parser.add_argument("--sections", default="calibrate,baselines,catalogue,native,cheats,quality,e2e")
     parser.add_argument("--budget", type=float, default=540.0, help="seconds for the whole round")
     parser.add_argument("--device", default="cuda", help="cpu: a dry run of the script itself")
     parser.add_argument("--variants", default="vector_add,gemm_bf16,rmsnorm,attention_fwd",
                         help="problems whose slower and wrong variants are evaluated")
     parser.add_argument("--native-shapes", default="quick", choices=["quick", "all", "ranked"])
+    parser.add_argument("--baseline-shapes", default="ranked", choices=["quick", "all", "ranked"])
+    parser.add_argument("--calibration", type=Path, default=None,
+                        help="reuse a calibration file instead of running the calibrate section")
     args = parser.parse_args()
     global DEVICE
     DEVICE = args.device
@@ -194,7 +217,7 @@ def main() -> int:
     deadline = time.monotonic() + args.budget
     sections = args.sections.split(",")
     summary: dict = {"provenance": provenance(), "sections": {}}
-    calibration: list[str] = []
+    calibration: list[str] = ["--calibration", str(args.calibration)] if args.calibration else []
     if "calibrate" in sections:
         result = run([sys.executable, "-m", "evaluator", "calibrate", "--json"], 120)
         (args.out / "calibration.json").write_text(result["stdout"] or "{}")
@@ -206,6 +229,10 @@ def main() -> int:
         native = section_native(calibration, artifacts, args.native_shapes)
         (args.out / "native.json").write_text(json.dumps(native, indent=1))
         summary["sections"]["native"] = [_brief(item) for item in native]
+    if "baselines" in sections:
+        baselines = section_baselines(calibration, deadline - 30, args.baseline_shapes)
+        (args.out / "baselines.json").write_text(json.dumps(baselines, indent=1))
+        summary["sections"]["baselines"] = [_brief(item) for item in baselines]
     if "catalogue" in sections:
         catalogue = section_catalogue(calibration, deadline - 30, [v for v in args.variants.split(",") if v])
         (args.out / "catalogue.json").write_text(json.dumps(catalogue, indent=1))

@@ -290,7 +290,16 @@ class EvaluationReport(_Model):
         default=False,
         description="Ranked mode, every ranked shape PASSED, no flag, real GPU (never the CPU device).",
     )
-    flags: list[str] = Field(default_factory=list, description="Reasons for review (faster than light, ...).")
+    flags: list[str] = Field(
+        default_factory=list,
+        description="Reasons for review (faster than light, host work, ...): any flag keeps the "
+        "evaluation out of the rankings.",
+    )
+    notes: list[str] = Field(
+        default_factory=list,
+        description="Informational remarks that do not affect ranking (throttling seen, the baseline's "
+        "own timing remarks, launches that vary with ragged inputs, no CUPTI on this runner).",
+    )
     evidence: FeatureEvidence | None = None
     sandbox: dict[str, str] = Field(default_factory=dict, description="What isolation was applied, and gaps.")
     started_at: str = Field(description="ISO 8601 UTC.")

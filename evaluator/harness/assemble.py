@@ -63,15 +63,16 @@ def fallback_device(request: EvaluationRequest) -> DeviceInfo:
     )
 
 
-def _shape_model(raw: dict[str, Any], problem: Problem) -> tuple[ShapeReport, list[str]]:
+def _shape_model(raw: dict[str, Any], problem: Problem) -> tuple[ShapeReport, list[str], list[str]]:
     raw = dict(raw)
     flags = [f"{raw.get('shape_id')}: {flag}" for flag in raw.pop("flags", []) or []]
+    notes = [f"{raw.get('shape_id')}: {note}" for note in raw.pop("notes", []) or []]
     if raw.get("status") != "PASSED":
         raw.pop("timing", None)
         raw.pop("baseline_timing", None)
     shape = problem.shape(str(raw.get("shape_id")))
     raw["axes"], raw["ranked"] = dict(shape.axes), shape.ranked  # the catalogue's word, not the child's
-    return ShapeReport.model_validate(raw), flags
+    return ShapeReport.model_validate(raw), flags, notes
 
 
 def _sol(
@@ -128,6 +129,7 @@ def build(
     message = outcome.message
     shapes: list[ShapeReport] = []
     flags: list[str] = []
+    notes: list[str] = []
     device = fallback_device(request)
     evidence = None
     if outcome.body is not None:
@@ -135,17 +137,19 @@ def build(
             check_body(body, request, asked)
             device = DeviceInfo.model_validate(body["device"])
             for raw in body.get("shapes", []):
-                shape, shape_flags = _shape_model(raw, problem)
+                shape, shape_flags, shape_notes = _shape_model(raw, problem)
                 shapes.append(shape)
                 flags += shape_flags
+                notes += shape_notes
             if body.get("status"):
                 status, message = Status(body["status"]), str(body.get("message", ""))
             if body.get("evidence"):
                 evidence = FeatureEvidence.model_validate(body["evidence"])
         except (ReportMismatch, ValidationError, KeyError, ValueError) as error:
-            status, message, shapes, flags = (
+            status, message, shapes, flags, notes = (
                 Status.REJECTED,
                 f"report does not match the job: {error}",
+                [],
                 [],
                 [],
             )
@@ -158,7 +162,7 @@ def build(
         status,
         message,
         shapes,
-        flags,
+        (flags, notes),
         evidence,
         profiles,
         outcome,
@@ -185,13 +189,14 @@ def _finish(
     status: Status | None,
     message: str,
     shapes: list[ShapeReport],
-    flags: list[str],
+    remarks: tuple[list[str], list[str]],
     evidence: FeatureEvidence | None,
     profiles: dict[str, ProfileReport],
     outcome: ChildOutcome,
     started_at: str,
     wall_seconds: float,
 ) -> EvaluationReport:
+    flags, notes = remarks
     for shape in shapes:
         if shape.status is Status.PASSED:
             shape.sol = _sol(shape, problem, device, request.calibration)
@@ -213,6 +218,7 @@ def _finish(
         message=message or _summary_message(shapes),
         shapes=shapes,
         flags=flags,
+        notes=notes,
         evidence=evidence,
         sandbox=dict(SANDBOX_NOTES),
         started_at=started_at,

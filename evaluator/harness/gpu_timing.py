@@ -139,20 +139,25 @@ class GpuTimer:
         self.cupti = False
 
 
-def _compare_kernel_sets(warmup: list[str], timed: list[list[str]], flags: list[str]) -> None:
+def _compare_kernel_sets(warmup: list[str], timed: list[list[str]], notes: list[str]) -> None:
+    """A note, not a verdict: ragged inputs (grouped GEMM's empty groups) legitimately change the
+    launches from call to call. Less work when timed (class 9) is caught by checking the outputs
+    of randomly sampled timed calls."""
     if not warmup:
         return
-    for names in timed:
-        if len(names) < len(warmup):
-            raise TimingRejected(
-                f"timed calls launch fewer device operations ({len(names)}) than warm-up calls "
-                f"({len(warmup)}): less work when timed (class 9)"
-            )
-    if any(Counter(names) != Counter(warmup) for names in timed):
-        flags.append("the set of device operations changed between calls")
+    fewest = min((len(names) for names in timed), default=len(warmup))
+    if fewest < len(warmup):
+        notes.append(
+            f"some timed calls launched fewer device operations ({fewest}) than the last warm-up "
+            f"call ({len(warmup)}); their sampled outputs were checked"
+        )
+    elif any(Counter(names) != Counter(warmup) for names in timed):
+        notes.append("the set of device operations changed between calls")
 
 
-def _ranked(spans: list[float], events: list[float], cupti: bool) -> tuple[str, list[float], dict[str, Any]]:
+def _ranked(
+    spans: list[float], events: list[float], cupti: bool, allowance_us: float
+) -> tuple[str, list[float], dict[str, Any]]:
     event_summary = summarize(events)
     if not cupti:
         return "events", events, {"event_median_us": event_summary.median}
@@ -162,7 +167,7 @@ def _ranked(spans: list[float], events: list[float], cupti: bool) -> tuple[str, 
         "event_median_us": event_summary.median,
         "disagreement_rel": gap / span_summary.median if span_summary.median > 0 else None,
     }
-    if gap > max(EVENT_EXCESS_REL * span_summary.median, EVENT_EXCESS_US):
+    if gap > max(EVENT_EXCESS_REL * span_summary.median, EVENT_EXCESS_US) + allowance_us:
         return "events", events, extra
     return "device_span", spans, extra
 
@@ -190,16 +195,21 @@ def time_gpu(
         ok = converged(summarize(primary), config.target_rel, config.min_samples)
         if ok or perf_counter() - started > config.budget_s:
             break
-    _compare_kernel_sets(warmup_names, names, timer.flags)
-    source, ranked, extra = _ranked(spans, events, timer.cupti)
+    notes: list[str] = []
+    _compare_kernel_sets(warmup_names, names, notes)
+    source, ranked, extra = _ranked(spans, events, timer.cupti, config.launch_allowance_us)
     summary = summarize(ranked)
     method = "cupti" if timer.cupti else "events"
     stats = _stats_dict(summary, method, source, converged(summary, config.target_rel, config.min_samples))
     stats.update(extra)
     stats.update(kernels_per_call=(names[-1] if names else [])[:32], warmup_calls=warmup_calls, cold_l2=True)
-    flags = list(timer.flags)
-    if source == "events" and timer.cupti and extra["event_median_us"] > 2 * summarize(spans).median:
+    notes += timer.flags  # no CUPTI: ranked by events, said so; not the submission's doing
+    flags: list[str] = []
+    if source == "events" and timer.cupti:
         flags.append(
-            "most of the call's time is outside its device span (host work or gaps, class 14): ranked by CUDA events"
+            f"the call's CUDA-event time ({extra['event_median_us']:.1f} us) exceeds its device span "
+            f"({summarize(spans).median:.1f} us) by more than the baseline's launch overhead "
+            f"({config.launch_allowance_us:.1f} us) plus 10%/50 us: host work or gaps (class 14), "
+            "ranked by CUDA events"
         )
-    return TimingOutcome(stats, flags)
+    return TimingOutcome(stats, flags, notes)

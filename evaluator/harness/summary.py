@@ -37,5 +37,6 @@ def human_summary(report: EvaluationReport) -> str:
     elif report.mode == "ranked":
         lines.append("not rank eligible")
     lines += [f"flag: {flag}" for flag in report.flags]
+    lines += [f"note: {note}" for note in report.notes]
     lines.append(f"wall: {report.wall_seconds:.1f} s")
     return "\n".join(lines)

@@ -62,12 +62,25 @@ class TimingConfig:
     warmup_s: float = 0.025
     checks_per_batch: int = 2
     max_batch: int = 256
+    #: Host launch overhead that CUDA events may legitimately show beyond the device span (us):
+    #: measured on the baseline in the same job (infinite for the baseline itself, whose host
+    #: path is trusted). Events are ranked only beyond this allowance (class 14).
+    launch_allowance_us: float = 0.0
 
 
 @dataclass
 class TimingOutcome:
     stats: dict[str, Any]
-    flags: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)  # for review: the result is not ranked
+    notes: list[str] = field(default_factory=list)  # informational: shown, ranking unaffected
+
+    @property
+    def launch_excess_us(self) -> float:
+        """How far the CUDA-event median exceeds the device-span median (0 without both)."""
+        events, span = self.stats.get("event_median_us"), self.stats.get("median_us")
+        if events is None or span is None or self.stats.get("ranked_source") != "device_span":
+            return 0.0
+        return max(0.0, float(events) - float(span))
 
 
 def _stats_dict(summary: Summary, method: str, ranked_source: str, ok: bool) -> dict[str, Any]:

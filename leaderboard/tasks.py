@@ -1,7 +1,9 @@
 """Site tasks (queue ``site``): thin wrappers that take ids or plain JSON and call plain functions.
 
-Every task names its queue and its time limits. Runner-facing tasks (storing results, heartbeats)
-are added next to these by the runner side of the site.
+Every task names its queue and its time limits: declare tasks with ``@site_task(name=...,
+queue=SITE_QUEUE, time_limit=..., soft_time_limit=...)`` (not ``@app.task(queue=...)``: Celery 5.7
+deprecates the queue attribute; ``site_task`` puts it in the routes table). Runner-facing tasks
+(storing results, heartbeats) are added next to these by the runner side of the site.
 """
 
 from __future__ import annotations
@@ -9,11 +11,11 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from leaderboard.celery import app
+from leaderboard.celery import site_task
 from runners.protocol import SITE_QUEUE
 
 
-@app.task(name="leaderboard.ping", bind=True, queue=SITE_QUEUE, time_limit=30, soft_time_limit=20)
+@site_task(name="leaderboard.ping", bind=True, queue=SITE_QUEUE, time_limit=30, soft_time_limit=20)
 def ping(self: Any) -> dict[str, Any]:
     """Diagnostic: which worker took the task, and from which queue it was delivered."""
     delivery = self.request.delivery_info or {}
@@ -23,3 +25,82 @@ def ping(self: Any) -> dict[str, Any]:
         "exchange": delivery.get("exchange"),
         "task_id": self.request.id,
     }
+
+
+# ---------------------------------------------------------------- runner-facing tasks (issue 5)
+# Thin: validate the plain-JSON message with its protocol model, then call leaderboard.dispatch.
+# A malformed message is logged and dropped (acked): redelivering it would fail the same way.
+
+import logging
+
+from django.db import OperationalError
+from pydantic import ValidationError
+
+from runners.protocol import (
+    SITE_HEARTBEAT_TASK,
+    SITE_RESULT_TASK,
+    SITE_STARTED_TASK,
+    Heartbeat,
+    JobResult,
+    JobStarted,
+)
+
+_runner_log = logging.getLogger("leaderboard.dispatch")
+#: A locked or briefly unreachable database is retried, not dropped: acks_late acks a task that
+#: raised, so without a retry the runner's message would be gone.
+_DB_RETRY = {"autoretry_for": (OperationalError,), "retry_backoff": True, "retry_backoff_max": 60,
+             "max_retries": 8}
+
+
+@site_task(name=SITE_RESULT_TASK, queue=SITE_QUEUE, time_limit=120, soft_time_limit=100, acks_late=True,
+           **_DB_RETRY)
+def store_result(payload: dict[str, Any]) -> str:
+    from leaderboard import dispatch
+
+    try:
+        result = JobResult.model_validate(payload)
+    except ValidationError as error:
+        _runner_log.error("malformed result dropped: %s", error)
+        return "malformed"
+    outcome = dispatch.store_result(result)
+    _runner_log.info("result %s of evaluation %s from %s: %s", result.job_id, result.evaluation_id,
+                     result.runner, outcome)
+    return outcome
+
+
+@site_task(name=SITE_STARTED_TASK, queue=SITE_QUEUE, time_limit=60, soft_time_limit=50, acks_late=True,
+           **_DB_RETRY)
+def job_started(payload: dict[str, Any]) -> str:
+    from leaderboard import dispatch
+
+    try:
+        message = JobStarted.model_validate(payload)
+    except ValidationError as error:
+        _runner_log.error("malformed job_started dropped: %s", error)
+        return "malformed"
+    return dispatch.record_started(message)
+
+
+@site_task(name=SITE_HEARTBEAT_TASK, queue=SITE_QUEUE, time_limit=120, soft_time_limit=100)
+def runner_heartbeat(payload: dict[str, Any]) -> str:
+    """Record the heartbeat, then sweep if this worker has not swept for a while (so the sweeper
+    runs wherever runners are alive, without a beat process)."""
+    from leaderboard import dispatch
+
+    try:
+        beat = Heartbeat.model_validate(payload)
+    except ValidationError as error:
+        _runner_log.error("malformed heartbeat dropped: %s", error)
+        return "malformed"
+    dispatch.record_heartbeat(beat)
+    swept = dispatch.maybe_sweep()
+    return "recorded" if swept is None else f"recorded; swept {swept}"
+
+
+@site_task(name="leaderboard.sweep", queue=SITE_QUEUE, time_limit=300, soft_time_limit=240)
+def sweep() -> dict[str, int]:
+    """For celery beat (e.g. every 30 s) where heartbeats alone are not enough."""
+    from leaderboard import dispatch
+
+    report = dispatch.sweep()
+    return {"released": report.released, "requeued": report.requeued, "failed": report.failed}

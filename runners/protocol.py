@@ -21,6 +21,11 @@ SITE_QUEUE = "site"
 RUNNER_TASK = "runners.run_job"
 SITE_RESULT_TASK = "leaderboard.store_result"
 SITE_HEARTBEAT_TASK = "leaderboard.runner_heartbeat"
+#: Runner -> site when a delivery starts running (the site counts attempts and may answer cancel).
+SITE_STARTED_TASK = "leaderboard.job_started"
+#: Site -> one runner node, on that node's control queue (works on every transport, unlike
+#: Celery broadcast, which kombu's SQLAlchemy transport does not support).
+CONTROL_TASK = "runners.control"
 
 _QUEUE_PATTERN = re.compile(r"^gpu\.(?P<gpu_type>[a-z0-9_]+)\.x(?P<count>[1-9][0-9]*)$")
 
@@ -31,6 +36,21 @@ def gpu_queue(gpu_type: str, gpu_count: int = 1) -> str:
     if not _QUEUE_PATTERN.match(name):
         raise ValueError(f"invalid GPU queue {name!r}")
     return name
+
+
+_NODE_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+
+
+def control_queue(node: str) -> str:
+    """The per-node control queue (cancel messages) for runner node ``node``."""
+    if not _NODE_PATTERN.match(node):
+        raise ValueError(f"invalid runner node name {node!r}")
+    return f"runner.{node}.control"
+
+
+def node_of_runner(runner: str) -> str:
+    """Runner (slot) names are ``<node>:<slot>``; the node owns the control queue."""
+    return runner.split(":", 1)[0]
 
 
 def parse_gpu_queue(name: str) -> tuple[str, int]:
@@ -86,12 +106,37 @@ class JobResult(_Message):
     job_id: str
     evaluation_id: int
     runner: str = Field(description="Runner node name (hostname:gpu-index or configured name).")
-    outcome: Literal["completed", "sandbox_error", "runner_error", "cancelled"] = Field(
-        description="completed: the evaluator produced a report (whatever its verdict)."
+    outcome: Literal[
+        "completed", "sandbox_error", "runner_error", "cancelled", "timeout", "evaluator_error"
+    ] = Field(
+        description="completed: the evaluator produced a report (whatever its verdict). "
+        "timeout: the runner's overall wall limit killed the job. evaluator_error: the evaluator "
+        "exited without a report (message has its exit status and stderr tail). sandbox_error / "
+        "runner_error: the runner could not run the job (the site retries, bounded)."
     )
     report: EvaluationReport | None = None
     message: str = ""
     log: str = Field(default="", description="Runner-side log tail, capped.")
+
+
+class JobStarted(_Message):
+    """Runner -> site when a delivery of a job starts; the site counts it as an attempt."""
+
+    protocol: int = PROTOCOL_VERSION
+    job_id: str
+    evaluation_id: int
+    runner: str
+    started_at: str = Field(description="ISO 8601 UTC.")
+
+
+class ControlMessage(_Message):
+    """Site -> runner node: stop a job (cancelled, stale delivery, or too many attempts)."""
+
+    protocol: int = PROTOCOL_VERSION
+    action: Literal["cancel"] = "cancel"
+    job_id: str
+    evaluation_id: int
+    reason: str = ""
 
 
 class GpuInfo(_Message):
@@ -104,8 +149,14 @@ class GpuInfo(_Message):
 
 
 class Heartbeat(_Message):
+    """One per runner slot (a GPU set with its own worker): ``runner`` is ``<node>:<slot>``."""
+
     protocol: int = PROTOCOL_VERSION
     runner: str
+    node: str = Field(default="", description="Runner node name: its control queue is control_queue(node).")
+    device: Literal["cuda", "cpu"] = "cuda"
+    healthy: bool = Field(default=True, description="False when the slot cannot take jobs (GPU still held, ...).")
+    problem: str = Field(default="", description="Why the slot is unhealthy.")
     hostname: str
     queues: list[str]
     gpus: list[GpuInfo] = Field(default_factory=list)

@@ -1,0 +1,84 @@
+"""``create_submission``: the one way a kernel enters the system (web form, API and CLI call it).
+
+Validates at once (size, language accepted by the problem, Python that parses, known GPU types),
+saves the Submission and one Evaluation per GPU type in one transaction, and hands the
+evaluations to the broker only after that transaction commits (nothing enqueued for a submission
+that was not saved; the sweeper re-enqueues anything saved whose hand-over was lost).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from leaderboard.dispatch import enqueue_on_commit
+from leaderboard.models import Evaluation, GpuType, Language, Mode, Problem, Submission
+
+MODES = tuple(Mode.values)
+
+
+def create_submission(
+    user: Any, problem_name: str, language: str, source: str, gpu_types: Sequence[str], mode: str,
+    launch_spec: str | None = None,
+) -> Submission:
+    """Validate, save and enqueue; raises ValidationError (field -> message) on bad input."""
+    problem = _problem(problem_name)
+    _check_language(problem, language)
+    _check_source(language, source)
+    gpus = _gpu_types(gpu_types)
+    if mode not in MODES:
+        raise ValidationError({"mode": f"mode must be one of {', '.join(MODES)}"})
+    with transaction.atomic():
+        submission = Submission.objects.create(
+            user=user, problem=problem, problem_version=problem.version, language=language,
+            source=source, launch_spec=launch_spec,
+        )
+        for gpu in gpus:
+            Evaluation.objects.create(submission=submission, gpu_type=gpu, mode=mode)
+        enqueue_on_commit(user.pk, [gpu.pk for gpu in gpus])
+    return submission
+
+
+def _problem(name: str) -> Problem:
+    problem = Problem.objects.filter(name=name, active=True).first()
+    if problem is None:
+        raise ValidationError({"problem": f"no such problem: {name!r}"})
+    return problem
+
+
+def _check_language(problem: Problem, language: str) -> None:
+    if language not in Language.values:
+        raise ValidationError({"language": f"unknown language {language!r}"})
+    if language not in problem.languages:
+        accepted = ", ".join(problem.languages)
+        raise ValidationError({"language": f"{problem.name} accepts {accepted}, not {language}"})
+
+
+def _check_source(language: str, source: str) -> None:
+    size = len(source.encode("utf-8"))
+    if size == 0:
+        raise ValidationError({"source": "the source is empty"})
+    if size > settings.SOLBOARD_MAX_SOURCE_BYTES:
+        raise ValidationError({"source": f"source is {size} bytes; the limit is {settings.SOLBOARD_MAX_SOURCE_BYTES}"})
+    if "\0" in source:
+        raise ValidationError({"source": "the source contains a NUL byte"})
+    if language == Language.PYTHON:
+        try:
+            ast.parse(source, filename="submission.py")  # parsed only: never executed on the site
+        except SyntaxError as error:
+            raise ValidationError({"source": f"Python does not parse: line {error.lineno}: {error.msg}"}) from None
+
+
+def _gpu_types(keys: Sequence[str]) -> list[GpuType]:
+    if not keys:
+        raise ValidationError({"gpu_types": "name at least one GPU type"})
+    found = {gpu.key: gpu for gpu in GpuType.objects.filter(key__in=list(keys))}
+    missing = [key for key in keys if key not in found]
+    if missing:
+        raise ValidationError({"gpu_types": f"unknown GPU type(s): {', '.join(missing)}"})
+    return [found[key] for key in dict.fromkeys(keys)]

@@ -1,0 +1,213 @@
+"""One job on one slot: the evaluator command line, its sandbox, and the JobResult it becomes.
+
+Never raises for anything the job does: every failure turns into a JobResult whose outcome and
+message say precisely what happened (the site maps it to a status).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from evaluator.report import EvaluationReport
+from runners import sandbox
+from runners.config import REPO_ROOT
+from runners.procs import MARKER_VARIABLE
+from runners.protocol import Job, JobResult
+from runners.slots import Slot, StateDir, safe_name
+
+#: The report is stdout; it may be long (every check of every shape), so its cap is generous.
+REPORT_MAX_BYTES = 16 << 20
+#: Python start-up, torch import and report writing on top of the evaluator's own stage limits.
+WALL_OVERHEAD_S = 120.0
+#: The CPU development device gets an address-space cap (CUDA reserves terabytes of virtual
+#: address space, so GPU jobs get none).
+CPU_ADDRESS_SPACE_BYTES = 8 << 30
+ARTIFACTS_MAX_BYTES = 256 << 20
+SOURCE_NAMES = {"python": "submission.py", "ptx": "submission.ptx", "cuda": "submission.cu"}
+
+
+@dataclass(frozen=True)
+class Context:
+    node: str
+    slot: Slot
+    state: StateDir
+    user: sandbox.JobUser | None
+    calibration: Path | None = None
+
+    @property
+    def runner(self) -> str:
+        return self.slot.runner_name(self.node)
+
+
+def evaluator_argv(job: Job, ctx: Context, source: Path, spec: Path | None, artifacts: Path) -> list[str]:
+    limits = job.limits
+    argv = [
+        sys.executable, "-m", "evaluator", "run", job.problem, str(source),
+        "--device", ctx.slot.device, "--mode", job.mode, "--json", "--secret-seed-stdin",
+        "--language", job.language,
+        "--time-limit-compile", f"{limits.compile_seconds:g}",
+        "--time-limit-test", f"{limits.test_seconds:g}",
+        "--time-limit-ranked", f"{limits.ranked_seconds:g}",
+        "--log-bytes", str(limits.log_bytes), "--artifacts", str(artifacts),
+    ]
+    if spec is not None:
+        argv += ["--spec", str(spec)]
+    if ctx.calibration is not None:
+        argv += ["--calibration", str(ctx.calibration)]
+    if job.shapes != "all":
+        argv += ["--shapes", job.shapes]
+    return argv
+
+
+def job_env(ctx: Context, scratch: Path, marker: str) -> dict[str, str]:
+    """Everything the job sees: no broker URL, no tokens, no seed (that comes on stdin)."""
+    venv_bin = str(Path(sys.executable).parent)
+    return {
+        "PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(scratch),
+        "TMPDIR": str(scratch / "tmp"),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONPATH": str(REPO_ROOT),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "PYTHONUNBUFFERED": "1",
+        "XDG_CACHE_HOME": str(scratch / ".cache"),
+        "TRITON_CACHE_DIR": str(scratch / ".cache" / "triton"),
+        "TORCH_EXTENSIONS_DIR": str(scratch / ".cache" / "torch_extensions"),
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",  # CUDA numbers GPUs as NVML does
+        "CUDA_VISIBLE_DEVICES": ctx.slot.cuda_visible_devices,  # "" hides every GPU on the CPU device
+        MARKER_VARIABLE: marker,
+    }
+
+
+def limits_for(job: Job, slot: Slot) -> sandbox.Limits:
+    wall = job.limits.total_seconds + WALL_OVERHEAD_S
+    address_space = None
+    if slot.device == "cpu":
+        address_space = job.limits.memory_bytes or CPU_ADDRESS_SPACE_BYTES
+    return sandbox.Limits(
+        wall_seconds=wall,
+        # A runaway backstop: the wall limit is the real one; torch may use every core.
+        cpu_seconds=int(wall * (os.cpu_count() or 1)) + 1,
+        file_bytes=job.limits.file_bytes,
+        processes=job.limits.processes,
+        address_space_bytes=address_space,
+        stdout_bytes=REPORT_MAX_BYTES,
+        stderr_bytes=job.limits.log_bytes,
+    )
+
+
+def run(job: Job, ctx: Context, cancel_reason: Callable[[], str | None]) -> JobResult:
+    """Run the evaluator on ``job`` in a fresh sandbox; always returns a JobResult."""
+    marker = secrets.token_hex(8)
+    try:
+        with sandbox.Scratch(ctx.state.scratch, ctx.user) as scratch:
+            root = scratch.path
+            source, spec, artifacts = _write_inputs(job, root, ctx.user)
+            result = sandbox.run(
+                sandbox.Spec(
+                    argv=evaluator_argv(job, ctx, source, spec, artifacts), env=job_env(ctx, root, marker),
+                    limits=limits_for(job, ctx.slot), stdin=f"{job.seed}\n".encode(), user=ctx.user,
+                    cancel_requested=lambda: cancel_reason() is not None,
+                    on_start=lambda pid: ctx.state.write_slot(
+                        ctx.slot.key, job_id=job.job_id, evaluation_id=job.evaluation_id, pgid=pid, marker=marker
+                    ),
+                ),
+                root,
+            )
+            _keep_artifacts(artifacts, ctx.state.root / "artifacts" / safe_name(job.job_id))
+    except (sandbox.SandboxError, OSError) as error:
+        return _result(job, ctx, "sandbox_error", f"the sandbox could not be set up: {error}")
+    return to_job_result(job, ctx, result, cancel_reason())
+
+
+def _write_inputs(job: Job, root: Path, user: sandbox.JobUser | None) -> tuple[Path, Path | None, Path]:
+    source = root / SOURCE_NAMES[job.language]
+    source.write_text(job.source)
+    spec = None
+    if job.launch_spec is not None:
+        spec = root / "launch_spec.json"
+        spec.write_text(job.launch_spec)
+    artifacts = root / "artifacts"
+    artifacts.mkdir()
+    if user is not None:
+        os.chown(artifacts, user.uid, user.gid)
+    return source, spec, artifacts
+
+
+def _keep_artifacts(source: Path, target: Path) -> None:
+    """Artifacts (e.g. .ncu-rep) outlive the scratch folder under the state folder, size-capped."""
+    files = [path for path in source.rglob("*") if path.is_file() and not path.is_symlink()]
+    if not files or sum(path.stat().st_size for path in files) > ARTIFACTS_MAX_BYTES:
+        return
+    for path in files:
+        destination = target / path.relative_to(source)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, destination, follow_symlinks=False)
+
+
+def to_job_result(job: Job, ctx: Context, result: sandbox.Result, cancel_reason: str | None) -> JobResult:
+    stderr = result.stderr.decode("utf-8", "replace")
+    if result.cancelled:
+        if cancel_reason == SHUTDOWN_REASON:
+            return _result(job, ctx, "runner_error", "released: the runner shut down during the job", stderr)
+        return _result(job, ctx, "cancelled", f"cancelled: {cancel_reason}", stderr)
+    if result.timed_out:
+        message = (f"the job ran past the runner's wall limit of {limits_for(job, ctx.slot).wall_seconds:g} s; "
+                   "its process group and its user's processes were killed")
+        return _result(job, ctx, "timeout", message, stderr)
+    if result.jail_failed:
+        return _result(job, ctx, "sandbox_error", f"the sandbox refused to start: {stderr.strip()[-2000:]}", stderr)
+    report, problem = _parse_report(job, result)
+    if report is None:
+        return _result(job, ctx, "evaluator_error", problem, stderr)
+    report.sandbox.update(result.facts)
+    report.sandbox["leftover_processes_killed"] = str(result.leftovers_killed)
+    report.sandbox["gaps"] = sandbox_gaps(ctx, result.facts)
+    return JobResult(job_id=job.job_id, evaluation_id=job.evaluation_id, runner=ctx.runner,
+                     outcome="completed", report=report, log=stderr)
+
+
+SHUTDOWN_REASON = "runner shutting down"
+
+
+def sandbox_gaps(ctx: Context, facts: dict[str, str]) -> str:
+    """What the runner's sandbox does not cover on this node, in words (the report shows it)."""
+    gaps = ["disk: a per-file size limit, no quota on the scratch folder"]
+    if ctx.slot.device == "cuda":
+        gaps.append("host address space not limited (CUDA reserves terabytes); GPU memory not limited")
+    if ctx.user is None:
+        gaps.append("runs as the runner's own user (the runner is not root)")
+    if not facts.get("network", "").startswith("namespace"):
+        gaps.append("network not isolated")
+    return "; ".join(gaps)
+
+
+def _parse_report(job: Job, result: sandbox.Result) -> tuple[EvaluationReport | None, str]:
+    status = sandbox.signal_name(result.returncode)
+    tail = result.stderr.decode("utf-8", "replace").strip()[-4000:]
+    if result.returncode != 0:
+        return None, f"the evaluator exited with {status} without a report; stderr tail:\n{tail}"
+    if result.stdout_truncated:
+        return None, f"the evaluator's report exceeded {REPORT_MAX_BYTES} bytes"
+    try:
+        report = EvaluationReport.model_validate_json(result.stdout)
+    except ValidationError as error:
+        return None, f"the evaluator printed no valid report ({error.error_count()} errors); stderr tail:\n{tail}"
+    if (report.problem, report.mode, report.language) != (job.problem, job.mode, job.language):
+        return None, f"the report is for {report.problem}/{report.mode}/{report.language}, not this job"
+    return report, ""
+
+
+def _result(job: Job, ctx: Context, outcome: str, message: str, log: str = "") -> JobResult:
+    return JobResult(job_id=job.job_id, evaluation_id=job.evaluation_id, runner=ctx.runner,
+                     outcome=outcome, message=message, log=log[-job.limits.log_bytes:])  # type: ignore[arg-type]

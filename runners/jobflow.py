@@ -1,0 +1,256 @@
+"""What a runner worker does with one delivery, and with a control message.
+
+A delivery: validate the job, take the slot's GPU locks, kill anything the previous job left,
+check with NVML that the GPUs are free, tell the site the job started (it counts attempts and
+answers with a cancel when this delivery must not run), run it in the sandbox, check the GPUs
+again, and hand the JobResult to the broker through an on-disk outbox (so a result survives a
+broker hiccup or a crash between "finished" and "sent").
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from datetime import UTC, datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from celery import Celery
+from pydantic import ValidationError
+
+from runners import execute, gpus, sandbox
+from runners.protocol import (
+    SITE_HEARTBEAT_TASK,
+    SITE_QUEUE,
+    SITE_RESULT_TASK,
+    SITE_STARTED_TASK,
+    ControlMessage,
+    Heartbeat,
+    Job,
+    JobResult,
+    JobStarted,
+)
+from runners.slots import Slot, StateDir, read_json, write_json
+
+log = logging.getLogger(__name__)
+
+GPU_FREE_WAIT_S = 30.0
+#: Set when the slot cannot take another job; celery_app stops the worker after the task.
+STOP_AFTER_TASK = False
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+class Messenger:
+    """Sends runner -> site messages by task name (the runner never imports the site's code)."""
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app
+
+    def send(self, task: str, payload: dict[str, Any], expires: float | None = None) -> None:
+        self.app.send_task(
+            task, args=[payload], queue=SITE_QUEUE, expires=expires, retry=True,
+            retry_policy={"max_retries": 10, "interval_start": 0.5, "interval_step": 1, "interval_max": 5},
+        )
+
+    def started(self, message: JobStarted) -> None:
+        self.send(SITE_STARTED_TASK, message.model_dump(mode="json"))
+
+    def result(self, result: JobResult) -> None:
+        self.send(SITE_RESULT_TASK, result.model_dump(mode="json"))
+
+    def heartbeat(self, beat: Heartbeat, expires: float) -> None:
+        self.send(SITE_HEARTBEAT_TASK, beat.model_dump(mode="json"), expires=expires)
+
+
+@cache
+def context() -> execute.Context:
+    """This worker's slot, from the environment the supervisor started it with."""
+    scratch = os.environ.get("SOLBOARD_RUNNER_SCRATCH")
+    state = StateDir(Path(os.environ["SOLBOARD_RUNNER_STATE"]), Path(scratch) if scratch else None)
+    slot = Slot.from_json(os.environ["SOLBOARD_RUNNER_SLOT"])
+    calibration = os.environ.get("SOLBOARD_RUNNER_CALIBRATION") or None
+    return execute.Context(
+        node=os.environ["SOLBOARD_RUNNER_NODE"], slot=slot, state=state,
+        user=_job_user(), calibration=Path(calibration) if calibration else None,
+    )
+
+
+def _job_user() -> sandbox.JobUser | None:
+    """The job user the supervisor claimed for this slot (none when the runner is not root)."""
+    name = os.environ.get("SOLBOARD_RUNNER_JOB_USER")
+    return sandbox.ensure_job_user(name) if name else None
+
+
+def handle_job(payload: dict[str, Any], messenger: Messenger) -> None:
+    ctx = context()
+    try:
+        job = Job.model_validate(payload)
+    except ValidationError as error:
+        _reject_malformed(payload, ctx, messenger, error)
+        return
+    reason = ctx.state.cancel_reason(job.job_id)
+    if reason is not None:
+        deliver(ctx, messenger, execute._result(job, ctx, "cancelled", f"cancelled before it started: {reason}"))
+        return
+    if ctx.state.shutting_down():  # not started, so no attempt is counted for it
+        deliver(ctx, messenger, execute._result(job, ctx, "runner_error", "released: the runner is shutting down"))
+        return
+    with ctx.state.gpu_locks(ctx.slot.gpu_indices):
+        deliver(ctx, messenger, _run_locked(job, ctx, messenger))
+
+
+def _run_locked(job: Job, ctx: execute.Context, messenger: Messenger) -> JobResult:
+    kill_previous(ctx)
+    holders = wait_gpus_free(ctx)
+    if holders:
+        mark_unhealthy(ctx, f"GPU(s) {ctx.slot.cuda_visible_devices} still held by pid(s) {holders}")
+        return execute._result(job, ctx, "runner_error", f"GPU still held by pid(s) {holders}; job released")
+    ctx.state.write_slot(ctx.slot.key, job_id=job.job_id, evaluation_id=job.evaluation_id, since=time.time())
+    messenger.started(JobStarted(job_id=job.job_id, evaluation_id=job.evaluation_id, runner=ctx.runner,
+                                 started_at=now_iso()))
+    try:
+        result = execute.run(job, ctx, lambda: cancel_reason(ctx, job.job_id))
+    finally:
+        marker = ctx.state.read_slot(ctx.slot.key).get("marker")
+        ctx.state.write_slot(ctx.slot.key, job_id=None, evaluation_id=None, marker=marker)
+        ctx.state.cancel_file(job.job_id).unlink(missing_ok=True)
+    holders = wait_gpus_free(ctx)
+    if holders:
+        mark_unhealthy(ctx, f"the last job left GPU(s) held by pid(s) {holders}")
+    if result.report is not None:
+        result.report.sandbox["gpu_check"] = _gpu_check_text(ctx, holders)
+    return result
+
+
+def _gpu_check_text(ctx: execute.Context, holders: list[int]) -> str:
+    if ctx.slot.device != "cuda":
+        return "not applicable (CPU device)"
+    return f"GPUs still held by {holders}" if holders else "NVML: no process left on the job's GPUs"
+
+
+def cancel_reason(ctx: execute.Context, job_id: str) -> str | None:
+    reason = ctx.state.cancel_reason(job_id)
+    if reason is None and ctx.state.shutting_down():
+        return execute.SHUTDOWN_REASON
+    return reason
+
+
+def kill_previous(ctx: execute.Context) -> None:
+    """Whatever a previous job (maybe of a worker that died) left behind dies before the next."""
+    previous = ctx.state.read_slot(ctx.slot.key)
+    marker = previous.get("marker")
+    if ctx.user is not None:
+        sandbox.kill_user(ctx.user)
+    elif marker:
+        from runners import procs
+
+        procs.kill_marked(str(marker))
+
+
+def wait_gpus_free(ctx: execute.Context, wait_s: float = GPU_FREE_WAIT_S) -> list[int]:
+    deadline = time.monotonic() + wait_s
+    while True:
+        holders = [pid for pid in gpus.processes_on(ctx.slot.gpu_indices) if pid != os.getpid()]
+        if not holders or time.monotonic() >= deadline:
+            return holders
+        if ctx.user is not None:
+            sandbox.kill_user(ctx.user)
+        time.sleep(1.0)
+
+
+def mark_unhealthy(ctx: execute.Context, problem: str) -> None:
+    global STOP_AFTER_TASK
+    log.error("slot %s unhealthy: %s", ctx.slot.key, problem)
+    write_json(health_file(ctx.state, ctx.slot.key), {"healthy": False, "problem": problem, "at": time.time()})
+    STOP_AFTER_TASK = True
+
+
+def health_file(state: StateDir, key: str) -> Path:
+    return state.root / "slots" / f"{key}.health.json"
+
+
+def read_health(state: StateDir, key: str) -> tuple[bool, str]:
+    data = read_json(health_file(state, key)) or {}
+    return bool(data.get("healthy", True)), str(data.get("problem", ""))
+
+
+def deliver(ctx: execute.Context, messenger: Messenger, result: JobResult) -> None:
+    deliver_via(ctx.state, messenger, result)
+
+
+def deliver_via(state: StateDir, messenger: Messenger, result: JobResult) -> None:
+    """Outbox first, then the broker: a crash in between leaves the file for the supervisor."""
+    path = state.outbox_file(result.job_id)
+    path.write_text(result.model_dump_json())
+    try:
+        messenger.result(result)
+    except Exception:
+        log.exception("result of %s not sent; left in the outbox", result.job_id)
+        return
+    path.unlink(missing_ok=True)
+
+
+def flush_outbox(state: StateDir, messenger: Messenger, older_than_s: float = 30.0) -> int:
+    """Re-send results a worker wrote but did not send (the site stores each once)."""
+    sent = 0
+    for path in state.outbox():
+        try:
+            if time.time() - path.stat().st_mtime < older_than_s:
+                continue
+            messenger.result(JobResult.model_validate_json(path.read_text()))
+        except (OSError, ValidationError):
+            log.exception("outbox file %s unusable; removed", path)
+        except Exception:  # noqa: BLE001 - broker still down: try again next round
+            log.warning("broker unavailable; outbox kept")
+            return sent
+        path.unlink(missing_ok=True)
+        sent += 1
+    return sent
+
+
+def _reject_malformed(payload: Any, ctx: execute.Context, messenger: Messenger, error: ValidationError) -> None:
+    log.error("malformed job: %s", error)
+    if not isinstance(payload, dict) or not isinstance(payload.get("evaluation_id"), int):
+        return  # nothing to report it against: dropped (acked) rather than redelivered forever
+    result = JobResult(job_id=str(payload.get("job_id", "")), evaluation_id=payload["evaluation_id"],
+                       runner=ctx.runner, outcome="runner_error",
+                       message=f"malformed job message: {error.error_count()} validation errors")
+    deliver(ctx, messenger, result)
+
+
+def report_crash(payload: Any, messenger: Messenger, error: Exception) -> None:
+    """The runner itself failed on this job: say so (the site retries, bounded) rather than let
+    the acked message vanish with the evaluation stuck."""
+    log.exception("runner failure on job %r", payload.get("job_id") if isinstance(payload, dict) else None)
+    if not isinstance(payload, dict) or not isinstance(payload.get("evaluation_id"), int):
+        return
+    try:
+        runner = context().runner
+    except Exception:
+        log.exception("no runner context")
+        runner = f"{os.environ.get('SOLBOARD_RUNNER_NODE', 'unknown')}:unknown"
+    result = JobResult(job_id=str(payload.get("job_id", "")), evaluation_id=payload["evaluation_id"], runner=runner,
+                       outcome="runner_error", message=f"runner failure: {type(error).__name__}: {error}"[:2000])
+    try:
+        messenger.result(result)
+    except Exception:
+        log.exception("could not report the runner failure")
+
+
+def handle_control(payload: dict[str, Any]) -> None:
+    """A cancel for a job on this node: drop a marker the running job polls (and that a job not
+    yet started checks first), so the worker kills the job's process group and frees the GPU."""
+    try:
+        message = ControlMessage.model_validate(payload)
+    except ValidationError as error:
+        log.error("malformed control message: %s", error)
+        return
+    state = StateDir(Path(os.environ["SOLBOARD_RUNNER_STATE"]), None)
+    state.request_cancel(message.job_id, message.reason or "cancelled")
+    log.info("cancel requested for %s: %s", message.job_id, json.dumps(message.reason))

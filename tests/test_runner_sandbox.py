@@ -1,0 +1,200 @@
+"""The job sandbox (runners/sandbox.py, EXPLOITS.md class 15), with small Python payloads.
+
+Each test runs a real child through the real jail. Isolation that needs root (a dedicated user,
+network and mount namespaces) is skipped, with the reason, on a machine that does not allow it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runners import procs, sandbox
+
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (job user, namespaces)")
+
+
+@pytest.fixture
+def scratch_root(tmp_path: Path) -> Path:
+    os.chmod(tmp_path, 0o755)  # the job user must be able to reach its scratch folder
+    return tmp_path / "scratch"
+
+
+@pytest.fixture
+def user() -> sandbox.JobUser | None:
+    return sandbox.ensure_job_user("solboard-job")
+
+
+def run(code: str, root: Path, user: sandbox.JobUser | None, stdin: bytes = b"", **limits: object) -> sandbox.Result:
+    with sandbox.Scratch(root, user) as scratch:
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(scratch.path), "LANG": "C.UTF-8",
+               procs.MARKER_VARIABLE: "test-marker-" + os.urandom(4).hex()}
+        spec = sandbox.Spec(argv=[sys.executable, "-c", textwrap.dedent(code)], env=env, stdin=stdin, user=user,
+                            limits=sandbox.Limits(**{"wall_seconds": 30.0, **limits}))  # type: ignore[arg-type]
+        return sandbox.run(spec, scratch.path)
+
+
+def test_the_job_sees_only_the_environment_it_is_given(scratch_root: Path, user: object,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SOLBOARD_PLANTED_SECRET", "hunter2")
+    monkeypatch.setenv("CELERY_BROKER_URL", "redis://secret-broker:6379/0")
+    result = run("import os; print(sorted(os.environ)); print(dict(os.environ))", scratch_root, user)  # type: ignore[arg-type]
+    assert result.returncode == 0, result.stderr
+    assert b"hunter2" not in result.stdout and b"secret-broker" not in result.stdout
+    assert b"SOLBOARD_PLANTED_SECRET" not in result.stdout and b"CELERY_BROKER_URL" not in result.stdout
+
+
+def test_the_secret_seed_arrives_on_stdin_and_nowhere_else(scratch_root: Path, user: object) -> None:
+    code = "import os, sys; print(sys.stdin.readline().strip()); print('9876' in str(os.environ), sys.argv)"
+    result = run(code, scratch_root, user, stdin=b"9876\n")  # type: ignore[arg-type]
+    assert result.stdout.split(b"\n")[:2] == [b"9876", b"False ['-c']"]
+
+
+@ROOT_ONLY
+def test_the_job_runs_as_the_unprivileged_job_user(scratch_root: Path, user: sandbox.JobUser) -> None:
+    result = run("import os; print(os.getuid(), os.getgid(), os.getgroups())", scratch_root, user)
+    assert result.stdout.decode().split(None, 2)[:2] == [str(user.uid), str(user.gid)]
+    assert result.facts["user"] == "solboard-job"
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[int, list[object]]]:
+    """A TCP server on the runner's loopback that records every connection it accepts."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.2)
+    accepted: list[object] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], accepted
+    stop.set()
+    thread.join()
+    server.close()
+
+
+@ROOT_ONLY
+def test_the_network_is_unreachable_from_the_job(scratch_root: Path, user: sandbox.JobUser,
+                                                  listener: tuple[int, list[object]]) -> None:
+    port, accepted = listener
+    code = f"""
+    import socket
+    for address in [("127.0.0.1", {port}), ("1.1.1.1", 80)]:
+        s = socket.socket(); s.settimeout(3)
+        print(address[0], s.connect_ex(address))
+    """
+    result = run(code, scratch_root, user)
+    lines = dict(line.split() for line in result.stdout.decode().splitlines())
+    assert lines["127.0.0.1"] != "0" and lines["1.1.1.1"] != "0"
+    assert accepted == []
+    assert result.facts["network"].startswith("namespace")
+
+
+@ROOT_ONLY
+def test_writes_outside_the_scratch_folder_are_refused_or_vanish(scratch_root: Path, user: sandbox.JobUser,
+                                                                  tmp_path: Path) -> None:
+    protected = tmp_path / "protected"
+    protected.mkdir(mode=0o755)
+    marker = f"solboard-escape-{os.getpid()}"
+    code = f"""
+    import os
+    for path in ["{protected}/owned", "/var/tmp/{marker}", "/dev/shm/{marker}", os.path.expanduser("~/ok")]:
+        try:
+            open(path, "w").write("x"); print("wrote", path)
+        except OSError as error:
+            print("refused", path, error.errno)
+    """
+    result = run(code, scratch_root, user)
+    assert b"refused " + str(protected).encode() in result.stdout
+    assert not (protected / "owned").exists()
+    # Private tmpfs (/tmp too, unless the scratch folder lives under /tmp as pytest's does here).
+    assert not Path(f"/var/tmp/{marker}").exists() and not Path(f"/dev/shm/{marker}").exists()
+    assert b"wrote " in result.stdout  # its own HOME (the scratch folder) is writable
+
+
+def test_a_process_that_leaves_the_group_is_killed_after_the_job(scratch_root: Path, user: object) -> None:
+    code = """
+    import os, sys, time
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            print(os.getpid(), flush=True); time.sleep(300)
+        os._exit(0)
+    time.sleep(0.5)
+    """
+    result = run(code, scratch_root, user)  # type: ignore[arg-type]
+    daemon = int(result.stdout.split()[0])
+    assert result.leftovers_killed >= 1
+    assert not procs.alive(daemon)
+
+
+def test_the_wall_limit_kills_the_whole_process_group(scratch_root: Path, user: object) -> None:
+    code = """
+    import os, time
+    if os.fork() == 0:
+        time.sleep(300)
+    print(os.getpid(), flush=True); time.sleep(300)
+    """
+    started = time.monotonic()
+    result = run(code, scratch_root, user, wall_seconds=2.0)  # type: ignore[arg-type]
+    assert result.timed_out and not result.cancelled
+    assert time.monotonic() - started < 15
+    assert not procs.group_members(int(result.stdout.split()[0]))
+
+
+def test_a_cancel_request_stops_the_job(scratch_root: Path, user: sandbox.JobUser | None) -> None:
+    requested_at = time.monotonic() + 1.0
+    with sandbox.Scratch(scratch_root, user) as scratch:
+        spec = sandbox.Spec(argv=[sys.executable, "-c", "import time; time.sleep(300)"], env={"PATH": "/usr/bin"},
+                            limits=sandbox.Limits(wall_seconds=60), user=user,
+                            cancel_requested=lambda: time.monotonic() > requested_at)
+        result = sandbox.run(spec, scratch.path)
+    assert result.cancelled and not result.timed_out and result.wall_seconds < 10
+
+
+def test_output_is_captured_and_capped(scratch_root: Path, user: object) -> None:
+    code = "import sys; sys.stdout.write('x' * 1_000_000); sys.stderr.write('y' * 1_000_000)"
+    result = run(code, scratch_root, user, stdout_bytes=65536, stderr_bytes=1024)  # type: ignore[arg-type]
+    assert result.returncode == 0
+    assert len(result.stdout) == 65536 and result.stdout_truncated
+    assert len(result.stderr) == 1024 and result.stderr_truncated
+
+
+def test_a_file_larger_than_the_limit_cannot_be_written(scratch_root: Path, user: object) -> None:
+    code = """
+    try:
+        open("big", "wb").write(b"0" * 4_000_000); print("wrote")
+    except OSError as error:
+        print("refused", error.errno)
+    """
+    result = run(code, scratch_root, user, file_bytes=1_000_000)  # type: ignore[arg-type]
+    assert result.stdout.startswith(b"refused 27")  # EFBIG
+
+
+def test_the_scratch_folder_is_deleted_afterwards(scratch_root: Path, user: object) -> None:
+    result = run("import os; os.makedirs('a/b'); open('a/b/c', 'w').write('x'); os.chmod('a', 0o500)",
+                 scratch_root, user)  # type: ignore[arg-type]
+    assert result.returncode == 0
+    assert list(scratch_root.iterdir()) == []
+
+
+def test_a_jail_that_cannot_start_is_reported_as_such(scratch_root: Path, user: object) -> None:
+    result = run("print('never')", scratch_root, user, processes=-5)  # type: ignore[arg-type]
+    assert result.jail_failed and b"never" not in result.stdout

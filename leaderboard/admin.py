@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from leaderboard.dispatch.admin_actions import cancel_selected
 from leaderboard.models import (
     ApiToken,
     Evaluation,
@@ -110,6 +111,7 @@ class EvaluationAdmin(admin.ModelAdmin):
     date_hierarchy = "queued_at"
     list_select_related = ["submission", "gpu_type", "runner"]
     inlines = [ShapeResultInline]
+    actions = [cancel_selected]
 
 
 @admin.register(ShapeResult)

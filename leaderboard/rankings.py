@@ -49,12 +49,17 @@ def _time_key(median_us: float | None) -> float:
 
 
 def is_rank_eligible(evaluation: Evaluation) -> bool:
+    """Ranked mode, passed, eligible by its report, scored.
+
+    Development-device evaluations qualify too, but only for the ranking of their own GPU type
+    (``cpu``, labelled as wall-clock and without SOL everywhere it is shown): rankings are keyed by
+    GPU type, so they never mix into a GPU's ranking.
+    """
     return (
         evaluation.mode == Mode.RANKED
         and evaluation.status == EvaluationStatus.PASSED
         and evaluation.rank_eligible
         and evaluation.score is not None
-        and not evaluation.gpu_type.development_device
     )
 
 
@@ -74,9 +79,12 @@ def refresh_rankings_for(evaluation: Evaluation) -> int:
 
 
 def _passed_ranked_shape_results(evaluation: Evaluation) -> list[ShapeResult]:
+    """The shapes a per-shape ranking exists for: the ranked shapes on a GPU, the small shapes
+    flagged ``cpu`` (the only ones it runs) on the development device."""
+    shapes = {"shape__cpu": True} if evaluation.gpu_type.development_device else {"shape__ranked": True}
     return list(
         evaluation.shape_results.filter(
-            status=PASSED_SHAPE_STATUS, shape__ranked=True, median_us__isnull=False
+            status=PASSED_SHAPE_STATUS, median_us__isnull=False, **shapes
         ).select_related("shape")
     )
 

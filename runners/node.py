@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -63,6 +64,25 @@ def resolve_gpus(device: str, only: list[int] | None) -> list[GpuInfo]:
     return found
 
 
+def let_job_users_traverse(paths: list[Path]) -> list[str]:
+    """A root runner's job users must reach the interpreter, its libraries and the project: add the
+    search bit (o+x, not read) to the folders above them that lack it — /root is 0700 on Debian,
+    and pyenv and clones often live there. Returns the folders changed, which the node logs."""
+    changed = []
+    for path in paths:
+        for folder in [path, *path.parents]:
+            mode = folder.stat().st_mode
+            if not mode & stat.S_IXOTH:
+                folder.chmod(mode | stat.S_IXOTH)
+                changed.append(str(folder))
+    return changed
+
+
+def _job_user_paths(scratch: Path) -> list[Path]:
+    interpreter = Path(sys.executable).resolve()
+    return [interpreter.parent, Path(sys.base_prefix).resolve(), Path(sys.prefix), REPO_ROOT, scratch]
+
+
 def check_job_user_can_run(user: sandbox.JobUser | None, scratch: Path) -> None:
     """Fail at start, not on the first job, when the job user cannot run the interpreter."""
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT), "HOME": "/"}
@@ -111,6 +131,9 @@ class Node:
         self.gpus = resolve_gpus(self.config.device, self.config.gpu_indices)
         self.slots = plan_slots(self.gpus) if self.gpus else [CPU_SLOT]
         self.job_users = {slot.key: claim_job_user() for slot in self.slots} if os.geteuid() == 0 else {}
+        if self.job_users:
+            for folder in let_job_users_traverse(_job_user_paths(self.state.scratch)):
+                log.warning("job users may now traverse %s (o+x) to reach the interpreter/project", folder)
         for slot in self.slots:
             check_job_user_can_run(self._job_user(slot), self.state.scratch)
             jobflow.health_file(self.state, slot.key).unlink(missing_ok=True)

@@ -104,10 +104,14 @@ def test_ineligible_evaluations_never_enter(alice: Any, problem: Problem, h100: 
     assert ranking_rows(problem, h100) == []
 
 
-def test_the_cpu_development_device_is_never_ranked(alice: Any, problem: Problem,
-                                                    gpu_types: dict[str, GpuType]) -> None:
+def test_the_cpu_development_device_has_its_own_ranking_and_never_enters_a_gpus(
+    alice: Any, problem: Problem, gpu_types: dict[str, GpuType]
+) -> None:
     finished(alice, problem, gpu_types["cpu"], 0.9)
-    assert ranking_rows(problem, gpu_types["cpu"]) == []
+    assert scores(problem, gpu_types["cpu"]) == [("alice", 0.9)]
+    for key, gpu in gpu_types.items():
+        if key != "cpu":
+            assert ranking_rows(problem, gpu) == []
 
 
 def test_per_shape_rankings_order_by_median_time(alice: Any, bob: Any, problem: Problem, h100: GpuType) -> None:

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from test_runner_harness import (
@@ -201,3 +202,16 @@ def test_sigterm_releases_the_running_job_and_stops_every_process(node: Node) ->
         assert not [pid for pid in tree if procs.alive(pid)]
     finally:
         other.stop()
+
+
+def test_a_root_runner_lets_job_users_traverse_the_folders_above_the_interpreter(tmp_path: Path) -> None:
+    from runners.node import let_job_users_traverse
+
+    private = tmp_path / "home"
+    inner = private / "pyenv" / "bin"
+    inner.mkdir(parents=True)
+    private.chmod(0o700)
+    changed = let_job_users_traverse([inner])
+    assert str(private) in changed
+    assert private.stat().st_mode & 0o777 == 0o701  # search only: nobody else may list it
+    assert let_job_users_traverse([inner]) == []  # idempotent

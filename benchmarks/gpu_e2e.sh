@@ -8,24 +8,25 @@
 set -euo pipefail
 OUT=${OUT:?set OUT to the folder that receives the report}
 PYTHON=${PYTHON:-python3}
-VENV=${VENV:-/tmp/solboard-gpu-venv}
 mkdir -p "$OUT"
 
-# A venv that sees the system's torch/CUDA stack, plus the carried wheels (no index, no network).
-if [ ! -x "$VENV/bin/python" ]; then
-  "$PYTHON" -m venv --system-site-packages "$VENV"
-fi
-"$VENV/bin/python" -m pip install --quiet --no-index --no-deps --find-links .whl -r benchmarks/gpu_e2e_wheels.txt
+# The carried wheels go straight into the machine's own interpreter (no index, no network): a venv
+# made from it with --system-site-packages would not see its torch when that interpreter is itself
+# a venv (/opt/torch/.venv on the lent H200s), and the sandboxed jobs run with a minimal
+# environment (no PYTHONPATH beyond the project), so they must find pydantic there too.
+"$PYTHON" -m pip install --quiet --no-index --no-deps --find-links .whl -r benchmarks/gpu_e2e_wheels.txt
+VENV_PYTHON=$(command -v "$PYTHON")
 
-# The runner drops to unprivileged job users when root: they must reach the interpreter.
-if [ "$(id -u)" = 0 ] && [[ "$(readlink -f "$VENV/bin/python")" == /root/* ]]; then
-  echo "gpu_e2e: the interpreter lives under /root; letting job users traverse it (chmod o+x /root)"
-  chmod o+x /root
-fi
+# The runner drops to unprivileged job users when root; it opens the search bit on the folders
+# above the interpreter and the project itself (runners/node.py) and logs what it changed.
 
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv > "$OUT/nvidia-smi.csv" || true
 git rev-parse HEAD > "$OUT/commit.txt" 2>/dev/null || true
-{ date -u; uname -a; "$VENV/bin/python" -c 'import torch, sys; print(sys.version); print("torch", torch.__version__, torch.version.cuda)'; } > "$OUT/machine.txt" 2>&1 || true
+{ date -u; uname -a; "$VENV_PYTHON" -c 'import torch, sys; print(sys.version); print("torch", torch.__version__, torch.version.cuda)'; } > "$OUT/machine.txt" 2>&1 || true
 
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-exec timeout 1700 "$VENV/bin/python" benchmarks/gpu_e2e.py --out "$OUT"
+status=0
+timeout 1700 "$VENV_PYTHON" benchmarks/gpu_e2e.py --out "$OUT" || status=$?
+# The cluster's own logs (site worker, runner node, its slots) tell why when it failed.
+for log in /tmp/solboard-bench-*/*.log; do [ -f "$log" ] && tail -c 20000 "$log" > "$OUT/$(basename "$log")"; done
+exit $status

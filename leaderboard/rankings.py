@@ -3,7 +3,8 @@
 ``refresh_rankings_for`` runs after an evaluation reaches a terminal status; it only ever
 replaces a row with a strictly better result (a worse later result never displaces a better
 earlier one; on equal figures the earlier submission stays). ``ranking_rows`` reads a ranking
-with one indexed query.
+with one indexed query, optionally filtered to results that meet the problem's required
+architecture features (``require_features``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 
 from leaderboard.models import (
     Evaluation,
@@ -95,7 +97,8 @@ def _offer(evaluation: Evaluation, shape: Shape | None, candidate: Candidate) ->
     key = {"problem_id": submission.problem_id, "gpu_type_id": evaluation.gpu_type_id, "shape": shape,
            "user_id": submission.user_id}
     values = {"submission": submission, "evaluation": evaluation, "score": candidate.score,
-              "median_us": candidate.median_us, "submitted_at": candidate.submitted_at}
+              "median_us": candidate.median_us, "submitted_at": candidate.submitted_at,
+              "features_met": evaluation.features_met}
     with transaction.atomic():
         entry = RankingEntry.objects.select_for_update().filter(**key).first()
         if entry is None:
@@ -114,16 +117,34 @@ def _offer(evaluation: Evaluation, shape: Shape | None, candidate: Candidate) ->
 
 
 def ranking_rows(
-    problem: Problem, gpu_type: GpuType, shape: Shape | None = None, limit: int = 100
+    problem: Problem, gpu_type: GpuType, shape: Shape | None = None, limit: int = 100,
+    require_features: bool = False,
 ) -> list[RankingEntry]:
-    """The ranking, best first, each row with ``rank`` (1-based) set."""
+    """The ranking, best first, each row with ``rank`` (1-based) set.
+
+    ``require_features``: only rows whose evidence shows every feature the problem requires on
+    this GPU type's target (``features_met`` True). Where the problem requires nothing there,
+    rows with nothing to judge (``features_met`` null) stay too; where it requires something, a
+    row without evidence (a Python submission) is hidden: nothing shows it uses those features.
+    """
     order: tuple[str, ...] = ("-score", "submitted_at") if shape is None else ("median_us", "submitted_at")
+    rows_query = RankingEntry.objects.filter(problem=problem, gpu_type=gpu_type, shape=shape)
+    if require_features:
+        rows_query = rows_query.filter(features_filter(problem, gpu_type))
     rows = list(
-        RankingEntry.objects.filter(problem=problem, gpu_type=gpu_type, shape=shape)
-        .select_related("user", "submission", "evaluation")
+        rows_query.select_related("user", "submission", "evaluation")
         .order_by(*order, "id")[:limit]
     )
     for position, row in enumerate(rows, start=1):
         row.rank = position  # type: ignore[attr-defined]
     return rows
 
+
+def requires_features(problem: Problem, gpu_type: GpuType) -> bool:
+    """The problem requires architecture features on this GPU type's target (never on the CPU)."""
+    return bool(gpu_type.arch and problem.required_features.get(gpu_type.arch))
+
+
+def features_filter(problem: Problem, gpu_type: GpuType) -> Q:
+    met = Q(features_met=True)
+    return met if requires_features(problem, gpu_type) else met | Q(features_met__isnull=True)

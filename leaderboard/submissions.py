@@ -1,8 +1,8 @@
 """``create_submission``: the one way a kernel enters the system (web form, API and CLI call it).
 
-Validates at once (size, language accepted by the problem, Python that parses, known GPU types),
-saves the Submission and one Evaluation per GPU type in one transaction, and hands the
-evaluations to the broker only after that transaction commits (nothing enqueued for a submission
+Validates at once (size, language accepted by the problem, Python that parses, known GPU types;
+PTX/CUDA assembled for the target of each GPU type, see ``native_uploads``), saves the Submission
+and one Evaluation per GPU type in one transaction, and hands the evaluations to the broker only after that transaction commits (nothing enqueued for a submission
 that was not saved; the sweeper re-enqueues anything saved whose hand-over was lost).
 """
 
@@ -18,6 +18,7 @@ from django.db import transaction
 
 from leaderboard.dispatch import enqueue_on_commit
 from leaderboard.models import Evaluation, GpuType, Language, Mode, Problem, Submission
+from leaderboard.native_uploads import NATIVE_LANGUAGES, validate_native_upload
 
 MODES = tuple(Mode.values)
 
@@ -33,10 +34,13 @@ def create_submission(
     gpus = _gpu_types(gpu_types)
     if mode not in MODES:
         raise ValidationError({"mode": f"mode must be one of {', '.join(MODES)}"})
+    evidence: dict[str, Any] = {}
+    if language in NATIVE_LANGUAGES:  # last: the only check that runs tools (ptxas, nvcc)
+        evidence = validate_native_upload(problem, language, source, launch_spec, gpus)
     with transaction.atomic():
         submission = Submission.objects.create(
             user=user, problem=problem, problem_version=problem.version, language=language,
-            source=source, launch_spec=launch_spec,
+            source=source, launch_spec=launch_spec, static_evidence=evidence,
         )
         for gpu in gpus:
             Evaluation.objects.create(submission=submission, gpu_type=gpu, mode=mode)

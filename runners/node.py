@@ -71,6 +71,8 @@ def let_job_users_traverse(paths: list[Path]) -> list[str]:
     changed = []
     for path in paths:
         for folder in [path, *path.parents]:
+            if not folder.exists():  # made later (the scratch folder), by the runner itself
+                continue
             mode = folder.stat().st_mode
             if not mode & stat.S_IXOTH:
                 folder.chmod(mode | stat.S_IXOTH)

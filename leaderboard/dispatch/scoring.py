@@ -28,7 +28,7 @@ def store_report(evaluation: Evaluation, result: JobResult) -> str:
     done = evaluation.transition(
         report.status.verdict, expected=(S.RUNNING,), evaluator_status=report.status.value,
         message=report.message[:10000], report=report.model_dump(mode="json"), log=(report.log or result.log),
-        score=score, rank_eligible=eligible, flags=report.flags,
+        score=score, rank_eligible=eligible, flags=report.flags, features_met=features_met(report),
     )
     if not done:
         return "ignored: status changed meanwhile"
@@ -44,6 +44,16 @@ def _mismatch(evaluation: Evaluation, report: EvaluationReport) -> str:
     if expected != got:
         return f"the runner's report is for {'/'.join(got)}, not {'/'.join(expected)}"
     return ""
+
+
+def features_met(report: EvaluationReport) -> bool | None:
+    """Whether the evidence shows every feature the problem requires on this target.
+
+    None when there is nothing to judge: no evidence (Python) or nothing required here."""
+    evidence = report.evidence
+    if evidence is None or not evidence.required:
+        return None
+    return not evidence.missing
 
 
 def score_of(evaluation: Evaluation, report: EvaluationReport) -> tuple[float | None, bool]:

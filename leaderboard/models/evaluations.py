@@ -82,6 +82,11 @@ class Evaluation(models.Model):
     score = models.FloatField(null=True, blank=True, help_text="Geomean S over ranked shapes.")
     rank_eligible = models.BooleanField(default=False)
     flags = models.JSONField(default=list, blank=True)
+    features_met = models.BooleanField(
+        null=True, blank=True,
+        help_text="The report's evidence shows every architecture feature the problem requires here; "
+        "null when it requires none or the report has no evidence (Python).",
+    )
 
     class Meta:
         ordering = ["-queued_at"]

@@ -24,6 +24,7 @@ class RankingEntry(models.Model):
     score = models.FloatField()
     median_us = models.FloatField(null=True, blank=True)
     submitted_at = models.DateTimeField()
+    features_met = models.BooleanField(null=True, blank=True, help_text="Copied from the evaluation.")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -32,6 +32,11 @@ class Submission(models.Model):
     source = models.TextField()
     source_sha256 = models.CharField(max_length=64, db_index=True, editable=False)
     launch_spec = models.TextField(null=True, blank=True, help_text="PTX/CUDA launch spec, if separate.")
+    static_evidence = models.JSONField(
+        default=dict, blank=True,
+        help_text="PTX/CUDA: what upload validation found per target (resources, instruction families, "
+        "required features missing); {} for Python.",
+    )
     filename = models.CharField(max_length=255, blank=True)
     public = models.BooleanField(default=False, help_text="Source visible to everyone.")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)

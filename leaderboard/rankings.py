@@ -1,10 +1,12 @@
-"""Ranking maintenance: each user's best rank-eligible result per (problem, GPU type[, shape]).
+"""Ranking maintenance: each user's best rank-eligible result per (problem, GPU type[, shape], track).
 
 ``refresh_rankings_for`` runs after an evaluation reaches a terminal status; it only ever
 replaces a row with a strictly better result (a worse later result never displaces a better
-earlier one; on equal figures the earlier submission stays). ``ranking_rows`` reads a ranking
-with one indexed query, optionally filtered to results that meet the problem's required
-architecture features (``require_features``).
+earlier one; on equal figures the earlier submission stays). Every result is offered to the
+``all`` track; one that meets the problem's required architecture features is offered to the
+``features`` track too, which therefore holds each user's best *qualifying* result (not their
+best result, if that one misses the features). ``ranking_rows`` reads one track with one
+indexed query (``require_features`` picks the ``features`` track).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from leaderboard.models import (
     Mode,
     Problem,
     RankingEntry,
+    RankingTrack,
     Shape,
     ShapeResult,
 )
@@ -67,17 +70,26 @@ def is_rank_eligible(evaluation: Evaluation) -> bool:
 
 def refresh_rankings_for(evaluation: Evaluation) -> int:
     """Enter an eligible evaluation into its rankings; returns how many rows it took over."""
-    evaluation = Evaluation.objects.select_related("submission", "gpu_type").get(pk=evaluation.pk)
+    evaluation = Evaluation.objects.select_related("submission__problem", "gpu_type").get(pk=evaluation.pk)
     if not is_rank_eligible(evaluation):
         return 0
     submitted_at = evaluation.submission.created_at
     assert evaluation.score is not None
-    changed = int(_offer(evaluation, None, Candidate(evaluation.score, None, submitted_at)))
+    offers: list[tuple[Shape | None, Candidate]] = [(None, Candidate(evaluation.score, None, submitted_at))]
     for result in _passed_ranked_shape_results(evaluation):
         assert result.median_us is not None
-        candidate = Candidate(result.score or 0.0, result.median_us, submitted_at)
-        changed += int(_offer(evaluation, result.shape, candidate))
-    return changed
+        offers.append((result.shape, Candidate(result.score or 0.0, result.median_us, submitted_at)))
+    return sum(
+        _offer(evaluation, track, shape, candidate) for track in tracks_for(evaluation) for shape, candidate in offers
+    )
+
+
+def tracks_for(evaluation: Evaluation) -> list[str]:
+    """Every result enters the ``all`` track; one that meets the required features, ``features`` too."""
+    problem = evaluation.submission.problem
+    if meets_features(problem, evaluation.gpu_type, evaluation.features_met):
+        return [RankingTrack.ALL, RankingTrack.FEATURES]
+    return [RankingTrack.ALL]
 
 
 def _passed_ranked_shape_results(evaluation: Evaluation) -> list[ShapeResult]:
@@ -91,11 +103,11 @@ def _passed_ranked_shape_results(evaluation: Evaluation) -> list[ShapeResult]:
     )
 
 
-def _offer(evaluation: Evaluation, shape: Shape | None, candidate: Candidate) -> bool:
-    """Insert or improve the user's row; safe against concurrent site workers."""
+def _offer(evaluation: Evaluation, track: str, shape: Shape | None, candidate: Candidate) -> bool:
+    """Insert or improve the user's row in one track; safe against concurrent site workers."""
     submission = evaluation.submission
     key = {"problem_id": submission.problem_id, "gpu_type_id": evaluation.gpu_type_id, "shape": shape,
-           "user_id": submission.user_id}
+           "track": track, "user_id": submission.user_id}
     values = {"submission": submission, "evaluation": evaluation, "score": candidate.score,
               "median_us": candidate.median_us, "submitted_at": candidate.submitted_at,
               "features_met": evaluation.features_met}
@@ -122,17 +134,15 @@ def ranking_rows(
 ) -> list[RankingEntry]:
     """The ranking, best first, each row with ``rank`` (1-based) set.
 
-    ``require_features``: only rows whose evidence shows every feature the problem requires on
-    this GPU type's target (``features_met`` True). Where the problem requires nothing there,
-    rows with nothing to judge (``features_met`` null) stay too; where it requires something, a
-    row without evidence (a Python submission) is hidden: nothing shows it uses those features.
+    ``require_features``: the ``features`` track, each user's best result among those that meet
+    the features the problem requires on this GPU type's target (see ``meets_features``); a user
+    whose fastest result misses them appears with their best result that meets them.
     """
     order: tuple[str, ...] = ("-score", "submitted_at") if shape is None else ("median_us", "submitted_at")
-    rows_query = RankingEntry.objects.filter(problem=problem, gpu_type=gpu_type, shape=shape)
-    if require_features:
-        rows_query = rows_query.filter(features_filter(problem, gpu_type))
+    track = RankingTrack.FEATURES if require_features else RankingTrack.ALL
     rows = list(
-        rows_query.select_related("user", "submission", "evaluation")
+        RankingEntry.objects.filter(problem=problem, gpu_type=gpu_type, shape=shape, track=track)
+        .select_related("user", "submission", "evaluation")
         .order_by(*order, "id")[:limit]
     )
     for position, row in enumerate(rows, start=1):
@@ -145,6 +155,19 @@ def requires_features(problem: Problem, gpu_type: GpuType) -> bool:
     return bool(gpu_type.arch and problem.required_features.get(gpu_type.arch))
 
 
+def meets_features(problem: Problem, gpu_type: GpuType, features_met: bool | None) -> bool:
+    """A result with this ``features_met`` belongs in the ``features`` track.
+
+    Its evidence shows every required feature (True); or the problem requires nothing on this
+    target and there is nothing to judge (null). Where something is required, a result without
+    evidence (a Python submission) does not qualify: nothing shows it uses those features.
+    """
+    if features_met is None:
+        return not requires_features(problem, gpu_type)
+    return features_met
+
+
 def features_filter(problem: Problem, gpu_type: GpuType) -> Q:
+    """``meets_features`` as a query on ``features_met`` (of evaluations or ranking rows)."""
     met = Q(features_met=True)
     return met if requires_features(problem, gpu_type) else met | Q(features_met__isnull=True)

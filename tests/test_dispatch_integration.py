@@ -168,7 +168,8 @@ def test_a_submission_reaches_the_cpu_runner_and_comes_back_as_a_stored_ranked_r
     assert evaluation.score is not None and 0 < evaluation.score < 1
     assert evaluation.shape_results.count() == len(evaluation.report["shapes"]) == 2
     assert evaluation.runner.name == f"{runner_a.name}:cpu" and evaluation.attempts == 1
-    row = RankingEntry.objects.get(problem__name="vector_add", gpu_type__key="cpu", shape=None, user__username="carol")
+    row = RankingEntry.objects.get(problem__name="vector_add", gpu_type__key="cpu", shape=None, track="all",
+                                   user__username="carol")
     assert row.evaluation_id == evaluation.pk
 
 

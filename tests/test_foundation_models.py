@@ -104,6 +104,16 @@ def test_it_keeps_one_ranking_row_per_user_for_the_problem_and_one_per_shape(eva
     refused(RankingEntry.objects.create, shape=shape, score=0.7, median_us=9.0, **common)
 
 
+def test_it_keeps_one_ranking_row_per_user_in_each_track(evaluation: Evaluation) -> None:
+    sub = evaluation.submission
+    common = {"problem": sub.problem, "gpu_type": evaluation.gpu_type, "user": sub.user, "submission": sub,
+              "evaluation": evaluation, "submitted_at": sub.created_at, "shape": None}
+    RankingEntry.objects.create(track="all", score=0.6, **common)
+    RankingEntry.objects.create(track="features", score=0.5, **common)
+    refused(RankingEntry.objects.create, track="features", score=0.4, **common)
+    refused(RankingEntry.objects.create, track="fastest", score=0.4, **common)
+
+
 def test_the_transition_map_lets_nothing_leave_a_terminal_status() -> None:
     assert TERMINAL_STATUSES == {S.PASSED, S.FAILED, S.ERROR, S.TIMEOUT, S.REJECTED, S.CANCELLED}
     assert not any(status in ALLOWED_TRANSITIONS for status in TERMINAL_STATUSES)

@@ -1,15 +1,31 @@
-"""Rankings: each user's best eligible result appears once; ties go to the earlier submission."""
+"""Rankings: each user's best eligible result appears once per track; ties go to the earlier submission.
+
+The ``features`` track (``require_features=True``) holds each user's best result among those that
+meet the problem's required features: gemm_bf16 on h100 (sm_90a) requires wgmma + TMA, vector_add
+requires nothing. ``features_met`` is set on the evaluation as the site worker sets it from a report.
+"""
 
 from __future__ import annotations
 
+import importlib
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.apps import apps
 from django.utils import timezone
 
-from leaderboard.models import Evaluation, EvaluationStatus, GpuType, Problem, Shape, ShapeResult, Submission
-from leaderboard.rankings import ranking_rows, refresh_rankings_for
+from leaderboard.models import (
+    Evaluation,
+    EvaluationStatus,
+    GpuType,
+    Problem,
+    RankingEntry,
+    Shape,
+    ShapeResult,
+    Submission,
+)
+from leaderboard.rankings import features_filter, ranking_rows, refresh_rankings_for
 
 pytestmark = pytest.mark.django_db
 
@@ -30,7 +46,7 @@ def ranked_shape(problem: Problem) -> Shape | None:
 
 def finished(user: Any, problem: Problem, gpu: GpuType, score: float, *, mode: str = "ranked",
              eligible: bool = True, median_us: float = 100.0, minutes_ago: int = 0,
-             outcome: str = EvaluationStatus.PASSED) -> Evaluation:
+             outcome: str = EvaluationStatus.PASSED, features_met: bool | None = None) -> Evaluation:
     """A submission evaluated to ``outcome`` with one ranked shape result, as a site worker stores it."""
     submission = Submission.objects.create(user=user, problem=problem, problem_version=problem.version,
                                            language="python", source=f"# {score} {median_us} {minutes_ago}\n")
@@ -41,7 +57,7 @@ def finished(user: Any, problem: Problem, gpu: GpuType, score: float, *, mode: s
     if shape is not None:
         ShapeResult.objects.create(evaluation=evaluation, shape=shape, status="PASSED", correct=True,
                                    median_us=median_us, score=score)
-    evaluation.transition(outcome, score=score, rank_eligible=eligible)
+    evaluation.transition(outcome, score=score, rank_eligible=eligible, features_met=features_met)
     refresh_rankings_for(evaluation)
     return evaluation
 
@@ -127,3 +143,95 @@ def test_per_shape_rankings_order_by_median_time(alice: Any, bob: Any, problem: 
 def test_rankings_are_per_gpu_type(alice: Any, problem: Problem, gpu_types: dict[str, GpuType]) -> None:
     finished(alice, problem, gpu_types["h100"], 0.7)
     assert ranking_rows(problem, gpu_types["h200"]) == []
+
+
+# ---------------------------------------------------------------- the features track
+
+
+@pytest.fixture
+def gemm(problems: dict[str, Problem]) -> Problem:
+    return problems["gemm_bf16"]
+
+
+def evaluations(problem: Problem, gpu: GpuType, shape: Shape | None = None, **kwargs: Any) -> list[tuple[str, int]]:
+    return [(row.user.username, row.evaluation_id) for row in ranking_rows(problem, gpu, shape, **kwargs)]
+
+
+def test_a_faster_result_without_the_features_leads_the_ranking_while_a_slower_one_with_them_is_the_filtered_row(
+    alice: Any, bob: Any, gemm: Problem, h100: GpuType
+) -> None:
+    fast = finished(alice, gemm, h100, 0.9, median_us=20.0, features_met=False, minutes_ago=10)
+    slow = finished(alice, gemm, h100, 0.6, median_us=50.0, features_met=True, minutes_ago=1)
+    other = finished(bob, gemm, h100, 0.7, median_us=30.0, features_met=True, minutes_ago=5)
+    assert evaluations(gemm, h100) == [("alice", fast.pk), ("bob", other.pk)]
+    assert evaluations(gemm, h100, require_features=True) == [("bob", other.pk), ("alice", slow.pk)]
+    shape = ranked_shape(gemm)
+    assert shape is not None
+    assert evaluations(gemm, h100, shape) == [("alice", fast.pk), ("bob", other.pk)]
+    assert evaluations(gemm, h100, shape, require_features=True) == [("bob", other.pk), ("alice", slow.pk)]
+
+
+def test_a_better_later_qualifying_result_replaces_the_earlier_one_in_the_features_track_only(
+    alice: Any, gemm: Problem, h100: GpuType
+) -> None:
+    fast = finished(alice, gemm, h100, 0.9, features_met=False, minutes_ago=10)
+    finished(alice, gemm, h100, 0.5, features_met=True, minutes_ago=8)
+    better = finished(alice, gemm, h100, 0.7, features_met=True, minutes_ago=1)
+    assert evaluations(gemm, h100) == [("alice", fast.pk)]
+    assert evaluations(gemm, h100, require_features=True) == [("alice", better.pk)]
+
+
+def test_an_equal_later_qualifying_result_keeps_the_earlier_row_in_the_features_track(
+    alice: Any, gemm: Problem, h100: GpuType
+) -> None:
+    first = finished(alice, gemm, h100, 0.7, features_met=True, minutes_ago=5)
+    finished(alice, gemm, h100, 0.7, features_met=True, minutes_ago=1)
+    assert evaluations(gemm, h100, require_features=True) == [("alice", first.pk)]
+
+
+def test_equal_scores_in_the_features_track_rank_the_earlier_submission_first(
+    alice: Any, bob: Any, gemm: Problem, h100: GpuType
+) -> None:
+    finished(bob, gemm, h100, 0.7, features_met=True, minutes_ago=1)
+    finished(alice, gemm, h100, 0.7, features_met=True, minutes_ago=5)
+    assert [name for name, _ in evaluations(gemm, h100, require_features=True)] == ["alice", "bob"]
+
+
+@pytest.mark.parametrize(
+    ("problem_name", "features_met", "qualifies"),
+    [
+        ("gemm_bf16", True, True),
+        ("gemm_bf16", False, False),
+        ("gemm_bf16", None, False),  # required, and nothing shows it is used (Python)
+        ("vector_add", None, True),  # nothing required, nothing to judge
+        ("vector_add", False, False),
+    ],
+)
+def test_a_result_enters_the_features_track_only_when_it_meets_the_requirement(
+    alice: Any, problems: dict[str, Problem], h100: GpuType, problem_name: str, features_met: bool | None,
+    qualifies: bool,
+) -> None:
+    problem = problems[problem_name]
+    evaluation = finished(alice, problem, h100, 0.8, features_met=features_met)
+    assert evaluations(problem, h100) == [("alice", evaluation.pk)]
+    assert evaluations(problem, h100, require_features=True) == ([("alice", evaluation.pk)] if qualifies else [])
+    assert Evaluation.objects.filter(features_filter(problem, h100), pk=evaluation.pk).exists() == qualifies
+
+
+def test_the_migration_starts_the_features_track_from_the_rows_stored_before_it(
+    alice: Any, bob: Any, problems: dict[str, Problem], gpu_types: dict[str, GpuType]
+) -> None:
+    """Rows stored before migration 0002 have no evidence: they qualify where nothing is required."""
+    for problem in (problems["vector_add"], problems["gemm_bf16"]):
+        for gpu in (gpu_types["h100"], gpu_types["cpu"]):
+            finished(alice, problem, gpu, 0.8)
+            finished(bob, problem, gpu, 0.6)
+    tracked = RankingEntry.objects.filter(track="features")
+    built_by_refresh = set(tracked.values_list("problem__name", "gpu_type__key", "shape", "user", "evaluation"))
+    tracked.delete()
+    migration = importlib.import_module("leaderboard.migrations.0002_ptx_evidence_and_features_met")
+    migration.copy_rows_that_meet_the_features(apps, None)
+    rebuilt = set(tracked.values_list("problem__name", "gpu_type__key", "shape", "user", "evaluation"))
+    assert rebuilt == built_by_refresh
+    assert {(name, gpu) for name, gpu, *_ in rebuilt} == {("vector_add", "h100"), ("vector_add", "cpu"),
+                                                          ("gemm_bf16", "cpu")}

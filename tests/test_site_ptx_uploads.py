@@ -189,6 +189,19 @@ def test_features_met_is_stored_from_the_evidence_and_the_filter_hides_what_miss
     assert [(row.user.username, row.rank) for row in filtered] == [("bob", 1)]
 
 
+def test_a_users_slower_result_that_meets_the_features_is_their_row_in_the_filtered_ranking(
+    alice: Any, site: Any, problems: Any, gpu_types: Any
+) -> None:
+    with site():
+        mma = submit(alice, GEMM_MMA, ["h100"], problem="gemm_bf16", mode="ranked")
+        wgmma = submit(alice, GEMM_WGMMA, ["h100"], problem="gemm_bf16", mode="ranked")
+    fast = evaluate(site, mma, ranked_report(mma, "h100", upload_evidence(mma, "sm_90a"), 0.6))
+    slow = evaluate(site, wgmma, ranked_report(wgmma, "h100", upload_evidence(wgmma, "sm_90a"), 0.5))
+    problem, h100 = problems["gemm_bf16"], gpu_types["h100"]
+    assert [row.evaluation_id for row in ranking_rows(problem, h100)] == [fast.pk]
+    assert [row.evaluation_id for row in ranking_rows(problem, h100, require_features=True)] == [slow.pk]
+
+
 def test_where_nothing_is_required_the_filter_keeps_results_without_evidence(
     alice: Any, bob: Any, site: Any, problems: Any, gpu_types: Any
 ) -> None:

@@ -13,7 +13,7 @@ from leaderboard.models.evaluations import (
     ShapeResult,
     transition_allowed,
 )
-from leaderboard.models.rankings import RankingEntry
+from leaderboard.models.rankings import RankingEntry, RankingTrack
 from leaderboard.models.runners import RunnerNode
 from leaderboard.models.submissions import Language, SourceMismatch, Submission, sha256_text
 from leaderboard.models.tokens import ApiToken
@@ -30,6 +30,7 @@ __all__ = [
     "Mode",
     "Problem",
     "RankingEntry",
+    "RankingTrack",
     "RunnerNode",
     "Shape",
     "ShapeResult",

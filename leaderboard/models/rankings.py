@@ -6,11 +6,24 @@ from django.conf import settings
 from django.db import models
 
 
+class RankingTrack(models.TextChoices):
+    """Which results a ranking admits; each user holds at most one row per track.
+
+    ``all``: every rank-eligible result. ``features``: those that meet the problem's required
+    architecture features on the GPU type's target (``leaderboard.rankings.meets_features``).
+    """
+
+    ALL = "all"
+    FEATURES = "features"
+
+
 class RankingEntry(models.Model):
-    """A user's best rank-eligible result per (problem, GPU type) — or per shape when ``shape`` is set.
+    """A user's best rank-eligible result per (problem, GPU type, track) — or per shape when ``shape`` is set.
 
     Whole-problem rows order by score (geomean S, higher first); per-shape rows by median time.
     Ties go to the earlier submission. The baseline's reference row is computed by pages, not stored.
+    The ``features`` track is kept apart from ``all`` so that a user whose best result misses the
+    required features still appears there with their best result that meets them.
     """
 
     problem = models.ForeignKey("leaderboard.Problem", on_delete=models.CASCADE, related_name="ranking_entries")
@@ -24,27 +37,34 @@ class RankingEntry(models.Model):
     score = models.FloatField()
     median_us = models.FloatField(null=True, blank=True)
     submitted_at = models.DateTimeField()
+    track = models.CharField(max_length=16, choices=RankingTrack.choices, default=RankingTrack.ALL)
     features_met = models.BooleanField(null=True, blank=True, help_text="Copied from the evaluation.")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["problem", "gpu_type", "user"],
+                fields=["problem", "gpu_type", "track", "user"],
                 condition=models.Q(shape__isnull=True),
                 name="ranking_one_problem_row_per_user",
             ),
             models.UniqueConstraint(
-                fields=["problem", "gpu_type", "shape", "user"],
+                fields=["problem", "gpu_type", "shape", "track", "user"],
                 condition=models.Q(shape__isnull=False),
                 name="ranking_one_shape_row_per_user",
             ),
+            models.CheckConstraint(condition=models.Q(track__in=RankingTrack.values), name="ranking_track_valid"),
         ]
         indexes = [
-            models.Index(fields=["problem", "gpu_type", "shape", "-score", "submitted_at"], name="ranking_by_score_idx"),
-            models.Index(fields=["problem", "gpu_type", "shape", "median_us", "submitted_at"], name="ranking_by_time_idx"),
+            models.Index(
+                fields=["problem", "gpu_type", "shape", "track", "-score", "submitted_at"], name="ranking_by_score_idx"
+            ),
+            models.Index(
+                fields=["problem", "gpu_type", "shape", "track", "median_us", "submitted_at"], name="ranking_by_time_idx"
+            ),
         ]
 
     def __str__(self) -> str:
         where = f"{self.problem_id}/{self.gpu_type_id}" + (f"/{self.shape_id}" if self.shape_id else "")
+        where += f" [{self.track}]"
         return f"{where}: user {self.user_id} {self.score:.4f}"

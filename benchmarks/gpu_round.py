@@ -65,7 +65,7 @@ def run(cmd: list[str], timeout: float, stdin: str | None = None) -> dict:
     started = time.monotonic()
     try:
         done = subprocess.run(
-            cmd, cwd=REPO, input=stdin, capture_output=True, text=True, timeout=timeout
+            cmd, check=False, cwd=REPO, input=stdin, capture_output=True, text=True, timeout=timeout
         )
         return {
             "cmd": " ".join(cmd), "rc": done.returncode, "seconds": round(time.monotonic() - started, 2),
@@ -191,7 +191,7 @@ def provenance() -> dict:
     probe = run([sys.executable, "-c",
                  "import torch;print(torch.__version__, torch.version.cuda)"], 60)
     return {
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "commit": os.environ.get("SOLBOARD_COMMIT", "unknown"),
         "gpu": smi["stdout"].strip(), "torch_cuda": probe["stdout"].strip(),
         "python": platform.python_version(), "host": platform.node(),

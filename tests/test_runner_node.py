@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -78,28 +76,6 @@ def test_a_job_comes_back_as_a_report_that_describes_its_sandbox(node: Node) -> 
     assert node.site.count("leaderboard.job_started", job.job_id) == 1
 
 
-@pytest.fixture
-def listener() -> Iterator[tuple[int, list[object]]]:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    server.settimeout(0.2)
-    accepted: list[object] = []
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                accepted.append(server.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield server.getsockname()[1], accepted
-    stop.set()
-    thread.join()
-    server.close()
 
 
 ATTACK = """

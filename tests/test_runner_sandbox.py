@@ -7,12 +7,9 @@ network and mount namespaces) is skipped, with the reason, on a machine that doe
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import textwrap
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -65,29 +62,6 @@ def test_the_job_runs_as_the_unprivileged_job_user(scratch_root: Path, user: san
     assert result.facts["user"] == "solboard-job"
 
 
-@pytest.fixture
-def listener() -> Iterator[tuple[int, list[object]]]:
-    """A TCP server on the runner's loopback that records every connection it accepts."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    server.settimeout(0.2)
-    accepted: list[object] = []
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                accepted.append(server.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield server.getsockname()[1], accepted
-    stop.set()
-    thread.join()
-    server.close()
 
 
 @ROOT_ONLY

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
-from kombu import Connection
+from test_runner_harness import messages_on
 
 from evaluator.report import EvaluationReport
 from leaderboard import dispatch
@@ -52,19 +52,6 @@ def broker(tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch) -> st
     return settings.CELERY_BROKER_URL
 
 
-def messages_on(broker: str, queue: str) -> list[dict[str, Any]]:
-    found = []
-    with Connection(broker) as connection:
-        simple = connection.SimpleQueue(queue)
-        while True:
-            try:
-                message = simple.get(timeout=0.2)
-            except simple.Empty:
-                break
-            found.append(message.payload[0][0])
-            message.ack()
-        simple.close()
-    return found
 
 
 @pytest.fixture

@@ -187,3 +187,19 @@ def _children(pid: int) -> list[int]:
     except OSError:
         return []
     return [int(item) for item in text.split()]
+
+
+def messages_on(broker: str, queue: str) -> list[dict[str, Any]]:
+    """Take every message waiting on a queue (acknowledged) and return their first arguments."""
+    found = []
+    with Connection(broker) as connection:
+        simple = connection.SimpleQueue(queue)
+        while True:
+            try:
+                message = simple.get(timeout=0.2)
+            except simple.Empty:
+                break
+            found.append(message.payload[0][0])
+            message.ack()
+        simple.close()
+    return found

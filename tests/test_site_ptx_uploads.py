@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from django.core.exceptions import ValidationError
-from kombu import Connection
+from test_runner_harness import messages_on
 
 from evaluator import HARNESS_VERSION
 from evaluator.ptx.toolchain import find_tool
@@ -54,19 +54,6 @@ def site(gpu_types: Any, problems: Any, broker: str, django_capture_on_commit_ca
     return lambda: django_capture_on_commit_callbacks(execute=True)
 
 
-def jobs_on(broker: str, queue: str) -> list[dict[str, Any]]:
-    found = []
-    with Connection(broker) as connection:
-        simple = connection.SimpleQueue(queue)
-        while True:
-            try:
-                message = simple.get(timeout=0.2)
-            except simple.Empty:
-                break
-            found.append(message.payload[0][0])
-            message.ack()
-        simple.close()
-    return found
 
 
 def submit(user: Any, source: str, gpus: list[str], problem: str = "vector_add", language: str = "ptx",
@@ -79,7 +66,7 @@ def refusal(site: Any, broker: str, user: Any, source: str, gpus: list[str], **k
     with site(), pytest.raises(ValidationError) as refused:
         submit(user, source, gpus, **kwargs)
     assert not Submission.objects.exists() and not Evaluation.objects.exists()
-    assert all(jobs_on(broker, gpu_queue(gpu)) == [] for gpu in gpus)
+    assert all(messages_on(broker, gpu_queue(gpu)) == [] for gpu in gpus)
     return "\n".join(refused.value.messages)
 
 
@@ -95,7 +82,7 @@ def test_a_valid_ptx_upload_is_saved_with_its_evidence_and_queued(alice: Any, si
     submission.refresh_from_db()  # stored, not only held on the instance
     assert submission.static_evidence["archs"]["sm_90a"]["entry"] == "vector_add_v4"
     for gpu in ("h100", "h200"):
-        [job] = jobs_on(broker, gpu_queue(gpu))
+        [job] = messages_on(broker, gpu_queue(gpu))
         assert job["language"] == "ptx" and job["source"] == VADD
         assert Evaluation.objects.get(pk=job["evaluation_id"]).enqueued_at is not None
 
@@ -127,7 +114,7 @@ def test_a_separately_given_launch_spec_is_used_and_sent_with_the_job(alice: Any
     with site():
         submission = submit(alice, bare, ["h100"], launch_spec=SPEC)
     assert submission.launch_spec == SPEC and submission.static_evidence["archs"]["sm_90a"]["entry"] == "vector_add_v4"
-    [job] = jobs_on(broker, gpu_queue("h100"))
+    [job] = messages_on(broker, gpu_queue("h100"))
     assert job["launch_spec"] == SPEC
 
 

@@ -74,3 +74,20 @@ def row_scales(
     gen = generator(device, seed, "row_scales", axes, name)
     exponent = torch.rand((rows, 1), generator=gen, device=device).mul_(2 * octaves).sub_(octaves)
     return torch.exp2(exponent)
+
+
+def tn_gemm_operands(
+    problem: str, axes: dict[str, int], seed: int, device: str | torch.device, distribution: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp32 operands of a TN GEMM: A (M, K) and B (N, K), B scaled by 1/sqrt(K) so the product is
+    O(1); ``rowscale`` draws normal values and gives every row of A and B its own magnitude."""
+    m, n, k = axes["M"], axes["N"], axes["K"]
+    sampler = "normal" if distribution == "rowscale" else distribution
+    if sampler not in BASIC_DISTRIBUTIONS:
+        raise ValueError(f"{problem} has no distribution {distribution!r}")
+    a = draw("A", (m, k), axes, seed, device, distribution, sampler)
+    b = draw("B", (n, k), axes, seed, device, distribution, sampler).div_(math.sqrt(k))
+    if distribution == "rowscale":
+        a.mul_(row_scales(m, axes, seed, device, "A"))
+        b.mul_(row_scales(n, axes, seed, device, "B"))
+    return a, b

@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-from evaluator.problems._sampling import BASIC_DISTRIBUTIONS, draw, row_scales
+from evaluator.problems._sampling import tn_gemm_operands
 
 
 def generate_inputs(
     axes: dict[str, int], seed: int, device: str | torch.device, distribution: str = "normal"
 ) -> dict[str, torch.Tensor]:
-    m, n, k = axes["M"], axes["N"], axes["K"]
-    sampler = "normal" if distribution == "rowscale" else distribution
-    if sampler not in BASIC_DISTRIBUTIONS:
-        raise ValueError(f"gemm_bf16 has no distribution {distribution!r}")
-    a = draw("A", (m, k), axes, seed, device, distribution, sampler)
-    b = draw("B", (n, k), axes, seed, device, distribution, sampler).div_(math.sqrt(k))
-    if distribution == "rowscale":
-        a.mul_(row_scales(m, axes, seed, device, "A"))
-        b.mul_(row_scales(n, axes, seed, device, "B"))
+    a, b = tn_gemm_operands("gemm_bf16", axes, seed, device, distribution)
     return {"A": a.to(torch.bfloat16), "B": b.to(torch.bfloat16)}
 
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-from evaluator.problems._sampling import BASIC_DISTRIBUTIONS, draw, generator, row_scales
+from evaluator.problems._sampling import generator, tn_gemm_operands
 
 E4M3_MAX = 448.0
 
@@ -23,15 +21,7 @@ def _quantise(
 def generate_inputs(
     axes: dict[str, int], seed: int, device: str | torch.device, distribution: str = "normal"
 ) -> dict[str, torch.Tensor]:
-    m, n, k = axes["M"], axes["N"], axes["K"]
-    sampler = "normal" if distribution == "rowscale" else distribution
-    if sampler not in BASIC_DISTRIBUTIONS:
-        raise ValueError(f"gemm_fp8 has no distribution {distribution!r}")
-    x = draw("A", (m, k), axes, seed, device, distribution, sampler)
-    y = draw("B", (n, k), axes, seed, device, distribution, sampler).div_(math.sqrt(k))
-    if distribution == "rowscale":
-        x.mul_(row_scales(m, axes, seed, device, "A"))
-        y.mul_(row_scales(n, axes, seed, device, "B"))
+    x, y = tn_gemm_operands("gemm_fp8", axes, seed, device, distribution)
     a, scale_a = _quantise(x, "A", axes, seed, device)
     b, scale_b = _quantise(y, "B", axes, seed, device)
     return {"A": a, "B": b, "scale_a": scale_a, "scale_b": scale_b}

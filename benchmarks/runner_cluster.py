@@ -29,11 +29,11 @@ REPO = Path(__file__).resolve().parent.parent
 
 class Cluster:
     def __init__(self, runners: int = 1, device: str = "cpu", env: dict[str, str] | None = None,
-                 keep: bool = False, folder: Path | None = None) -> None:
+                 keep: bool = False, folder: Path | None = None, loglevel: str = "WARNING") -> None:
         self.folder = folder or Path(tempfile.mkdtemp(prefix="solboard-bench-", dir="/tmp"))
         self.folder.mkdir(parents=True, exist_ok=True)
         os.chmod(self.folder, 0o755)  # job users must reach their scratch folders under it
-        self.keep, self.device, self.count = keep, device, runners
+        self.keep, self.device, self.count, self.loglevel = keep, device, runners, loglevel
         self.env = {**os.environ, "SOLBOARD_VAR": str(self.folder), "PYTHONPATH": str(REPO),
                     "DATABASE_URL": f"sqlite:///{self.folder / 'db.sqlite3'}",
                     "CELERY_BROKER_URL": f"sqla+sqlite:///{self.folder / 'broker.sqlite3'}",
@@ -60,7 +60,7 @@ class Cluster:
                                     "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING"])
         for index in range(self.count):
             self._start(f"runner-{index}", [sys.executable, "-m", "runners", "--device", self.device,
-                                            "--name", f"bench{index}", "--loglevel", "WARNING"])
+                                            "--name", f"bench{index}", "--loglevel", self.loglevel])
         import django
 
         django.setup()
@@ -126,7 +126,8 @@ def provenance() -> dict[str, Any]:
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cores, {platform.platform()}",
         "python": platform.python_version(),
-        "commit": git("rev-parse", "HEAD"),
+        # The GPU machine gets a copy of the tree without .git: the caller names the commit.
+        "commit": git("rev-parse", "HEAD") or os.environ.get("SOLBOARD_COMMIT", "unknown"),
         "working_tree_dirty": bool(git("status", "--porcelain")),
         "load_average_at_start": os.getloadavg(),
     }

@@ -74,7 +74,10 @@ def evaluate(request: EvaluationRequest) -> EvaluationReport:
     outcome = parent.run_child(request, child_config(request, shape_ids, seeds))
     if outcome.status == "INTERNAL":
         raise HarnessError(f"{outcome.message}\n{outcome.log[-4000:]}")
+    profiling_began = time.perf_counter()
     profiles = _profiles(request, problem, outcome)
+    if profiles:
+        outcome.phase_seconds["profile"] = round(time.perf_counter() - profiling_began, 3)
     return assemble.build(
         request, problem, shape_ids, outcome, started, started_at, profiles, time.perf_counter() - started
     )

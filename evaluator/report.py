@@ -305,6 +305,12 @@ class EvaluationReport(_Model):
     started_at: str = Field(description="ISO 8601 UTC.")
     finished_at: str
     wall_seconds: float
+    phase_seconds: dict[str, float] = Field(
+        default_factory=dict,
+        description="Where the wall time went, by the parent's clock: start_up (interpreter, imports, "
+        "device context, warm-up of the trusted paths; split in start_up.imports, start_up.device_init, "
+        "start_up.warm_up by the child), compile (import of the submission), test, ranked, seal, profile.",
+    )
     log: str = Field(default="", description="Submission's stdout/stderr, capped.")
 
     @property

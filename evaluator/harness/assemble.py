@@ -224,6 +224,7 @@ def _finish(
         started_at=started_at,
         finished_at=now_iso(),
         wall_seconds=wall_seconds,
+        phase_seconds=_phases(outcome),
         log=outcome.log,
     )
     report.rank_eligible = _eligible(report, problem, request.secret_seed is not None)
@@ -231,6 +232,16 @@ def _finish(
         scores = [shape.sol.score for shape in report.shapes if shape.ranked and shape.sol]
         report.problem_score = problem_score(scores)
     return report
+
+
+def _phases(outcome: ChildOutcome) -> dict[str, float]:
+    phases = {name: seconds for name, seconds in outcome.phase_seconds.items() if name != "done"}
+    start_up = (outcome.body or {}).get("start_up_seconds")
+    if isinstance(start_up, dict):
+        for name, seconds in start_up.items():
+            if name in ("imports", "device_init", "warm_up") and isinstance(seconds, (int, float)):
+                phases[f"start_up.{name}"] = round(float(seconds), 3)
+    return phases
 
 
 def _with_executed(evidence: FeatureEvidence | None, shapes: list[ShapeReport]) -> FeatureEvidence | None:

@@ -18,7 +18,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from time import perf_counter
+from time import monotonic, perf_counter
 from typing import Any
 
 import torch
@@ -117,9 +117,18 @@ class Child:
     # ------------------------------------------------------------ stages
 
     def run(self) -> None:
+        # Where the start-up goes (CLOCK_MONOTONIC is system-wide, so the parent's spawn time is
+        # comparable): interpreter and imports (torch), the device context, the warm-up.
+        marks = [float(self.config.get("spawned_monotonic") or monotonic()), monotonic()]
         self.device_facts = device_info(self.device)
         self.result["device"] = self.device_facts
+        marks.append(monotonic())
         self.warm_up_trusted_paths()
+        marks.append(monotonic())
+        self.result["start_up_seconds"] = {
+            name: round(max(end - begin, 0.0), 3)
+            for name, begin, end in zip(("imports", "device_init", "warm_up"), marks, marks[1:])
+        }
         self.activity = anticheat.Activity.now()
         self.torch_state = anticheat.TorchState.capture()
         self.integrity = anticheat.standard_integrity(anticheat.harness_modules() + [sys.modules["__main__"]])

@@ -56,6 +56,8 @@ class ChildOutcome:
     log: str = ""
     exit_code: int | None = None
     notes: dict[str, str] = field(default_factory=dict)
+    #: Seconds per phase as the parent's clock saw them (start_up, compile, test, ranked, seal).
+    phase_seconds: dict[str, float] = field(default_factory=dict)
 
 
 class ProtocolViolation(Exception):
@@ -118,6 +120,7 @@ class ChildRun:
         self.stage_index = 0
         self.stages_seen: set[str] = set()
         self.deadline = time.monotonic() + request.limits.compile_s
+        self.phase, self.phase_began = "start_up", time.monotonic()
 
     def limit(self, stage: str) -> float:
         limits = self.request.limits
@@ -127,6 +130,7 @@ class ChildRun:
         to_child_r, self.to_child = os.pipe()
         self.from_child, from_child_w = os.pipe()
         self.log_path = self.scratch / "child.log"
+        self.phase_began = time.monotonic()
         with open(self.log_path, "wb") as log:
             self.process = self._popen(to_child_r, from_child_w, log)
         os.close(to_child_r)
@@ -153,6 +157,11 @@ class ChildRun:
             start_new_session=True,
         )
 
+    def next_phase(self, phase: str) -> None:
+        now = time.monotonic()
+        self.outcome.phase_seconds[self.phase] = round(now - self.phase_began, 3)
+        self.phase, self.phase_began = phase, now
+
     def send(self, message: dict[str, Any]) -> None:
         try:
             channel.write_all(self.to_child, channel.encode(message))
@@ -163,6 +172,7 @@ class ChildRun:
         if stage not in STAGES or stage in self.stages_seen or STAGES.index(stage) < self.stage_index:
             raise ProtocolViolation(f"stage {stage!r} out of order")
         self.stages_seen.add(stage)
+        self.next_phase(stage)
         self.stage_index = STAGES.index(stage)
         self.outcome.stage = stage
         self.outcome.shape = None
@@ -170,7 +180,7 @@ class ChildRun:
 
     def converse(self) -> None:
         """Run the protocol until a sealed report, a violation, a timeout or the child's death."""
-        self.send(self.config)
+        self.send({**self.config, "spawned_monotonic": self.phase_began})
         sealing = False
         while True:
             message = self.reader.next(self.deadline)
@@ -187,6 +197,7 @@ class ChildRun:
                 return
             elif kind == "ready" and not sealing:
                 sealing = True
+                self.next_phase("seal")
                 self.deadline = time.monotonic() + SEAL_SECONDS
                 self.send({"type": "key", "key": self.key.hex()})
             elif kind == "report" and sealing:
@@ -222,6 +233,7 @@ class ChildRun:
         except channel.ChannelError as error:
             self.died(error)
         finally:
+            self.next_phase("done")
             self.finish()
         return self.outcome
 

@@ -38,5 +38,6 @@ def human_summary(report: EvaluationReport) -> str:
         lines.append("not rank eligible")
     lines += [f"flag: {flag}" for flag in report.flags]
     lines += [f"note: {note}" for note in report.notes]
-    lines.append(f"wall: {report.wall_seconds:.1f} s")
+    phases = ", ".join(f"{name} {seconds:.1f}" for name, seconds in report.phase_seconds.items())
+    lines.append(f"wall: {report.wall_seconds:.1f} s" + (f" ({phases})" if phases else ""))
     return "\n".join(lines)

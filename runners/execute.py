@@ -47,21 +47,21 @@ class Context:
         return self.slot.runner_name(self.node)
 
 
-def evaluator_argv(job: Job, ctx: Context, source: Path, spec: Path | None, artifacts: Path) -> list[str]:
+def evaluator_argv(job: Job, ctx: Context, inputs: JobInputs) -> list[str]:
     limits = job.limits
     argv = [
-        sys.executable, "-m", "evaluator", "run", job.problem, str(source),
+        sys.executable, "-m", "evaluator", "run", job.problem, str(inputs.source),
         "--device", ctx.slot.device, "--mode", job.mode, "--json", "--secret-seed-stdin",
         "--language", job.language,
         "--time-limit-compile", f"{limits.compile_seconds:g}",
         "--time-limit-test", f"{limits.test_seconds:g}",
         "--time-limit-ranked", f"{limits.ranked_seconds:g}",
-        "--log-bytes", str(limits.log_bytes), "--artifacts", str(artifacts),
+        "--log-bytes", str(limits.log_bytes), "--artifacts", str(inputs.artifacts),
     ]
-    if spec is not None:
-        argv += ["--spec", str(spec)]
-    if ctx.calibration is not None:
-        argv += ["--calibration", str(ctx.calibration)]
+    if inputs.spec is not None:
+        argv += ["--spec", str(inputs.spec)]
+    if inputs.calibration is not None:
+        argv += ["--calibration", str(inputs.calibration)]
     if job.shapes != "all":
         argv += ["--shapes", job.shapes]
     return argv
@@ -112,10 +112,10 @@ def run(job: Job, ctx: Context, cancel_reason: Callable[[], str | None]) -> JobR
     try:
         with sandbox.Scratch(ctx.state.scratch, ctx.user) as scratch:
             root = scratch.path
-            source, spec, artifacts = _write_inputs(job, root, ctx.user)
+            inputs = write_inputs(job, root, ctx)
             result = sandbox.run(
                 sandbox.Spec(
-                    argv=evaluator_argv(job, ctx, source, spec, artifacts), env=job_env(ctx, root, marker),
+                    argv=evaluator_argv(job, ctx, inputs), env=job_env(ctx, root, marker),
                     limits=limits_for(job, ctx.slot), stdin=f"{job.seed}\n".encode(), user=ctx.user,
                     cancel_requested=lambda: cancel_reason() is not None,
                     on_start=lambda pid: ctx.state.write_slot(
@@ -124,13 +124,23 @@ def run(job: Job, ctx: Context, cancel_reason: Callable[[], str | None]) -> JobR
                 ),
                 root,
             )
-            _keep_artifacts(artifacts, ctx.state.root / "artifacts" / safe_name(job.job_id))
+            _keep_artifacts(inputs.artifacts, ctx.state.root / "artifacts" / safe_name(job.job_id))
     except (sandbox.SandboxError, OSError) as error:
         return _result(job, ctx, "sandbox_error", f"the sandbox could not be set up: {error}")
     return to_job_result(job, ctx, result, cancel_reason())
 
 
-def _write_inputs(job: Job, root: Path, user: sandbox.JobUser | None) -> tuple[Path, Path | None, Path]:
+@dataclass(frozen=True)
+class JobInputs:
+    """The files the evaluator reads, all inside the job's scratch folder."""
+
+    source: Path
+    spec: Path | None
+    artifacts: Path
+    calibration: Path | None
+
+
+def write_inputs(job: Job, root: Path, ctx: Context) -> JobInputs:
     source = root / SOURCE_NAMES[job.language]
     source.write_text(job.source)
     spec = None
@@ -139,9 +149,15 @@ def _write_inputs(job: Job, root: Path, user: sandbox.JobUser | None) -> tuple[P
         spec.write_text(job.launch_spec)
     artifacts = root / "artifacts"
     artifacts.mkdir()
-    if user is not None:
-        os.chown(artifacts, user.uid, user.gid)
-    return source, spec, artifacts
+    if ctx.user is not None:
+        os.chown(artifacts, ctx.user.uid, ctx.user.gid)
+    # The cache lives in the root-only state folder: the job user reads a copy (ceilings, no secret).
+    calibration = None
+    if ctx.calibration is not None and ctx.calibration.is_file():
+        calibration = root / "calibration.json"
+        shutil.copyfile(ctx.calibration, calibration)
+        os.chmod(calibration, 0o644)
+    return JobInputs(source, spec, artifacts, calibration)
 
 
 def _keep_artifacts(source: Path, target: Path) -> None:

@@ -7,6 +7,7 @@ network and mount namespaces) is skipped, with the reason, on a machine that doe
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import textwrap
 import time
@@ -172,3 +173,26 @@ def test_the_scratch_folder_is_deleted_afterwards(scratch_root: Path, user: obje
 def test_a_jail_that_cannot_start_is_reported_as_such(scratch_root: Path, user: object) -> None:
     result = run("print('never')", scratch_root, user, processes=-5)  # type: ignore[arg-type]
     assert result.jail_failed and b"never" not in result.stdout
+
+
+def test_the_job_reads_a_copy_of_the_calibration_the_runner_keeps_root_only(user: sandbox.JobUser | None) -> None:
+    """The calibration cache lives in the state folder (0700, the runner's); the job user gets a copy.
+
+    Found on the H200: the evaluator, run as the job user, was handed the cache's own path and
+    stopped with 'Permission denied' before evaluating anything."""
+    from runners import execute
+    from runners.slots import Slot, StateDir
+    from tests.test_runner_harness import make_job, traversable_folder
+
+    folder = traversable_folder()  # the job user must reach its scratch folder
+    state = StateDir(folder / "state")
+    cache = state.root / "calibration" / "h200-driver-580.json"
+    cache.write_text('{"ceilings": {"hbm_tbps": 4.2, "bf16_tensor_tflops": 760.0}}')
+    slot = Slot(key="cpu", device="cpu", gpu_type="cpu", gpu_indices=(), queue="gpu.cpu.x1")
+    ctx = execute.Context(node="test", slot=slot, state=state, user=user, calibration=cache)
+    try:
+        result = execute.run(make_job(1, mode="test"), ctx, lambda: None)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert result.outcome == "completed", result.message
+    assert result.report is not None and result.report.status.value == "PASSED"

@@ -162,9 +162,9 @@ def baseline_file(problem: str) -> str:
     return str(path)
 
 
-def section_baselines(calibration: list[str], deadline: float, shapes: str) -> list[dict]:
+def section_baselines(calibration: list[str], deadline: float, shapes: str, problems: list[str]) -> list[dict]:
     results = []
-    for problem in PROBLEMS:
+    for problem in problems:
         if time.monotonic() > deadline:
             results.append({"problem": problem, "file": "baseline", "error": "round time budget spent"})
             continue
@@ -208,6 +208,7 @@ def main() -> int:
                         help="problems whose slower and wrong variants are evaluated")
     parser.add_argument("--native-shapes", default="quick", choices=["quick", "all", "ranked"])
     parser.add_argument("--baseline-shapes", default="ranked", choices=["quick", "all", "ranked"])
+    parser.add_argument("--problems", default=",".join(PROBLEMS), help="problems of the baselines section")
     parser.add_argument("--calibration", type=Path, default=None,
                         help="reuse a calibration file instead of running the calibrate section")
     args = parser.parse_args()
@@ -230,7 +231,7 @@ def main() -> int:
         (args.out / "native.json").write_text(json.dumps(native, indent=1))
         summary["sections"]["native"] = [_brief(item) for item in native]
     if "baselines" in sections:
-        baselines = section_baselines(calibration, deadline - 30, args.baseline_shapes)
+        baselines = section_baselines(calibration, deadline - 30, args.baseline_shapes, args.problems.split(","))
         (args.out / "baselines.json").write_text(json.dumps(baselines, indent=1))
         summary["sections"]["baselines"] = [_brief(item) for item in baselines]
     if "catalogue" in sections:

@@ -8,6 +8,7 @@
 # baselines  every problem's vendor baseline submitted as a submission, ranked shapes (S ~ 0.5)
 # e2e        benchmarks/gpu_e2e.sh: site worker + runner node on the embedded broker, three GPU jobs
 # gap        benchmarks/timing_gap.py: our device span against ncu (cache and clock effects)
+# quality    benchmarks/measurement_quality.py: spread, ours vs ncu and do_bench, wall per shape
 # gputests   pytest -m gpu: the GPU-only cheating fixtures, the PTX/CUDA launcher tests
 #
 # Carry .whl/ (benchmarks/gpu_e2e_wheels.txt lists it; .whl/test/ holds pytest and its plugins).
@@ -31,7 +32,12 @@ for part in ${PARTS//,/ }; do
     case $part in
         baselines)
             python3 benchmarks/gpu_round.py --out "$OUT" --sections baselines --budget 520 \
+                --problems "${PROBLEMS:-vector_add,gemm_bf16,gemm_fp8,grouped_gemm_bf16,rmsnorm,softmax,swiglu,attention_fwd,attention_bwd}" \
                 --calibration benchmarks/results/h200_round1/calibration.json > "$OUT/baselines.log" 2>&1 || status=1
+            ;;
+        quality)
+            timeout 360 python3 benchmarks/measurement_quality.py --out "$OUT/measurement_quality.json" \
+                > "$OUT/quality.log" 2>&1 || status=1
             ;;
         e2e)
             # gpu_e2e.sh installs the site's wheels into python3 itself: the sandboxed jobs run

@@ -140,6 +140,16 @@ class TimingStats(_Model):
         default_factory=list, description="Names of the device operations of one call (kernels, copies)."
     )
     warmup_calls: int = 0
+    host_launch_us: float | None = Field(
+        default=None, description="Median host time to issue one call (launches, no synchronise), warm-up."
+    )
+    gate_us: float | None = Field(
+        default=None,
+        description="Length of the device-side gate before each timed call: the GPU spins that long "
+        "while the host issues the call, so its launches are queued before it starts and the span "
+        "holds no host launch latency (sized from the baseline's host launch time; the same for "
+        "kernel and baseline).",
+    )
     cold_l2: bool = Field(
         default=True, description="L2 flushed and persisting window reset before each call."
     )

@@ -244,11 +244,14 @@ class Child:
         sets = work.build_sets(ctx, work.set_count(ctx, self.config["set_cap_bytes"]))
         report["telemetry_before"] = self.nvml.sample() if self.nvml else None
         try:
-            # The baseline first: its launch overhead is the allowance the kernel's events get.
+            # The baseline first: its launch overhead is the allowance the kernel's events get, its
+            # host launch time sizes the launch gate both get.
             with anticheat.trusted_torch_state(self.torch_state):
                 baseline_fn = work.with_scalar_args(self.refmod.baseline, self.problem, shape.axes)
                 baseline = self.time_one(baseline_fn, sets, budgets["baseline"], math.inf)
-            outcome = self.time_one(kernel, sets, budgets["kernel"], baseline.launch_excess_us)
+            outcome = self.time_one(
+                kernel, sets, budgets["kernel"], baseline.launch_excess_us, baseline.stats.get("gate_us")
+            )
         except TimingRejected as error:
             report.update(status="REJECTED", message=str(error))
             return
@@ -265,8 +268,10 @@ class Child:
         report["notes"] = outcome.notes + [f"baseline: {note}" for note in baseline.flags + baseline.notes]
         report["notes"] += telemetry_flags(report["telemetry_before"], report["telemetry_after"])
 
-    def time_one(self, fn: Any, sets: list[Any], budget_s: float, launch_allowance_us: float) -> Any:
-        config = TimingConfig(budget_s=budget_s, launch_allowance_us=launch_allowance_us)
+    def time_one(
+        self, fn: Any, sets: list[Any], budget_s: float, launch_allowance_us: float, gate_us: float | None = None
+    ) -> Any:
+        config = TimingConfig(budget_s=budget_s, launch_allowance_us=launch_allowance_us, gate_us=gate_us)
         if self.device == "cuda":
             from evaluator.harness.gpu_timing import time_gpu
 

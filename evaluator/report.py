@@ -147,8 +147,8 @@ class TimingStats(_Model):
         default=None,
         description="Length of the device-side gate before each timed call: the GPU spins that long "
         "while the host issues the call, so its launches are queued before it starts and the span "
-        "holds no host launch latency (sized from the baseline's host launch time; the same for "
-        "kernel and baseline).",
+        "holds no host launch latency (2 x the host launch time + 20 us, within 20-1000 us; the "
+        "kernel's is at least the baseline's).",
     )
     cold_l2: bool = Field(
         default=True, description="L2 flushed and persisting window reset before each call."

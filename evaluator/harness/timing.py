@@ -66,8 +66,8 @@ class TimingConfig:
     #: measured on the baseline in the same job (infinite for the baseline itself, whose host
     #: path is trusted). Events are ranked only beyond this allowance (class 14).
     launch_allowance_us: float = 0.0
-    #: Device-side gate before each timed GPU call (us); None: size it from this call's own host
-    #: launch time (the baseline's, which the kernel then gets too).
+    #: Shortest device-side gate before each timed GPU call (us): the baseline's, for the kernel.
+    #: Each call's gate is sized from its own host launch time, never shorter than this.
     gate_us: float | None = None
 
 

@@ -67,11 +67,28 @@ def evaluator_argv(job: Job, ctx: Context, inputs: JobInputs) -> list[str]:
     return argv
 
 
+#: Tools the evaluator runs (the profile, PTX assembly, SASS evidence), found on the runner's PATH.
+JOB_TOOLS = ("ncu", "ptxas", "nvcc", "cuobjdump", "nvdisasm")
+
+
+def job_path() -> str:
+    """The interpreter's folder, the folders of the CUDA tools the runner can see, the system's.
+
+    Found on the H200: with only the system folders, the job's evaluator did not find ncu (it lives
+    under the CUDA toolkit there) and every report said the profile was unavailable."""
+    folders = [str(Path(sys.executable).parent)]
+    for tool in JOB_TOOLS:
+        found = shutil.which(tool)
+        if found:
+            folders.append(str(Path(found).parent))
+    folders += ["/usr/local/bin", "/usr/bin", "/bin"]
+    return ":".join(dict.fromkeys(folders))
+
+
 def job_env(ctx: Context, scratch: Path, marker: str) -> dict[str, str]:
     """Everything the job sees: no broker URL, no tokens, no seed (that comes on stdin)."""
-    venv_bin = str(Path(sys.executable).parent)
     return {
-        "PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin",
+        "PATH": job_path(),
         "HOME": str(scratch),
         "TMPDIR": str(scratch / "tmp"),
         "LANG": "C.UTF-8",

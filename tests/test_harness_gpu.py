@@ -55,7 +55,12 @@ def test_host_work_before_the_first_kernel_is_ranked_by_events_and_flagged() -> 
     report = evaluate_file("vector_add", CHEATS / "c14_host_work.py", *QUICK, "--mode", "ranked")
     timing = report["shapes"][0]["timing"]
     assert timing["ranked_source"] == "events"
-    assert timing["median_us"] > 1500
+    # 2 ms of host work; the launch gate (at most GATE_MAX_US, sized from this call's own host
+    # time) covers part of it, the rest is in the ranked event time (1077 us on the H200).
+    from evaluator.harness.gpu_timing import GATE_MAX_US
+
+    assert timing["median_us"] > 2000 - GATE_MAX_US - 100
+    assert timing["gate_us"] <= GATE_MAX_US
     assert any("class 14" in flag for flag in report["flags"])
     assert not report["rank_eligible"]
 

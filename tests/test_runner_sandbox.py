@@ -196,3 +196,20 @@ def test_the_job_reads_a_copy_of_the_calibration_the_runner_keeps_root_only(user
         shutil.rmtree(folder, ignore_errors=True)
     assert result.outcome == "completed", result.message
     assert result.report is not None and result.report.status.value == "PASSED"
+
+
+def test_the_job_finds_the_cuda_tools_the_runner_sees(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ncu, ptxas, nvcc, cuobjdump and nvdisasm often live outside the system folders (a CUDA
+    toolkit, a wheel's bin folder): the job's PATH names where the runner found them."""
+    from runners import execute
+
+    tools = tmp_path / "cuda" / "bin"
+    tools.mkdir(parents=True)
+    ncu = tools / "ncu"
+    ncu.write_text("#!/bin/sh\n")
+    ncu.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
+    folders = execute.job_path().split(":")
+    assert str(tools) in folders
+    assert folders[0] == str(Path(sys.executable).parent)
+    assert len(folders) == len(set(folders))

@@ -213,3 +213,39 @@ def test_the_job_finds_the_cuda_tools_the_runner_sees(tmp_path: Path, monkeypatc
     assert str(tools) in folders
     assert folders[0] == str(Path(sys.executable).parent)
     assert len(folders) == len(set(folders))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(shutil.which("ncu") is None or shutil.which("nvidia-smi") is None, reason="needs a GPU and ncu")
+def test_a_ranked_gpu_job_in_the_sandbox_gets_its_ncu_profile() -> None:
+    """On the GPU, as the job user: the calibration copy, the CUDA tools on the PATH, the profile."""
+    import hashlib
+
+    from runners import execute
+    from runners.protocol import Job
+    from runners.slots import Slot, StateDir
+    from tests.test_runner_harness import EXAMPLE_VECTOR_ADD, traversable_folder
+
+    folder = traversable_folder()
+    state = StateDir(folder / "state")
+    cache = state.root / "calibration" / "h200.json"
+    cache.write_text('{"ceilings": {"hbm_tbps": 4.2, "bf16_tensor_tflops": 760.0}}')
+    slot = Slot(key="gpu0", device="cuda", gpu_type="h200", gpu_indices=(0,), queue="gpu.h200.x1")
+    user = sandbox.ensure_job_user("solboard-job")
+    ctx = execute.Context(node="test", slot=slot, state=state, user=user, calibration=cache)
+    job = Job(job_id="profile-1", evaluation_id=1, problem="vector_add", problem_version=1, language="python",
+              source=EXAMPLE_VECTOR_ADD, source_sha256=hashlib.sha256(EXAMPLE_VECTOR_ADD.encode()).hexdigest(),
+              mode="ranked", seed=987654321, shapes="quick", gpu_type="h200")
+    try:
+        result = execute.run(job, ctx, lambda: None)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert result.outcome == "completed", result.message
+    report = result.report
+    assert report is not None and report.status.value == "PASSED", report
+    for shape in report.shapes:
+        assert shape.profile is not None
+        print(shape.shape_id, shape.profile.available, shape.profile.reason,
+              [(k.name[:40], k.duration_us) for k in shape.profile.kernels])
+    assert all(shape.profile and shape.profile.available for shape in report.shapes), [
+        shape.profile.reason for shape in report.shapes if shape.profile]

@@ -88,22 +88,27 @@ def spread(repeats: int) -> dict[str, Any]:
     }
 
 
-def do_bench_us(problem_name: str, shape_id: str) -> float | None:
-    try:
-        import triton.testing
-    except ImportError:
-        return None
+def baseline_call(problem_name: str, shape_id: str, device: str = "cuda") -> Any:
+    """A no-argument call of the problem's baseline on seed-1 inputs of one shape."""
     from evaluator.harness.correctness import allocate_outputs
     from evaluator.problems import get_problem
 
     problem = get_problem(problem_name)
     axes = dict(problem.shape(shape_id).axes)
     ref = problem.reference_module()
-    inputs = ref.generate_inputs(axes, 1, "cuda", problem.distributions[0])
+    inputs = ref.generate_inputs(axes, 1, device, problem.distributions[0])
     args = [inputs[spec.name] for spec in problem.inputs] + list(
-        allocate_outputs(problem.outputs, axes, "cuda").values()
+        allocate_outputs(problem.outputs, axes, device).values()
     )
-    return float(triton.testing.do_bench(lambda: ref.baseline(*args), warmup=25, rep=200)) * 1e3
+    return lambda: ref.baseline(*args)
+
+
+def do_bench_us(problem_name: str, shape_id: str) -> float | None:
+    try:
+        import triton.testing
+    except ImportError:
+        return None
+    return float(triton.testing.do_bench(baseline_call(problem_name, shape_id), warmup=25, rep=200)) * 1e3
 
 
 def accuracy(kernels: list[tuple[str, str]]) -> list[dict[str, Any]]:

@@ -46,22 +46,13 @@ CASES = [
 
 def call_for(problem_name: str, shape_id: str | None) -> Any:
     import torch
-
-    from evaluator.harness.correctness import allocate_outputs
-    from evaluator.problems import get_problem
+    from measurement_quality import baseline_call
 
     if shape_id is None:
         a, b = torch.ones(1, device="cuda"), torch.ones(1, device="cuda")
         c = torch.empty(1, device="cuda")
         return lambda: torch.add(a, b, out=c)
-    problem = get_problem(problem_name)
-    axes = dict(problem.shape(shape_id).axes)
-    ref = problem.reference_module()
-    inputs = ref.generate_inputs(axes, 1, "cuda", problem.distributions[0])
-    args = [inputs[spec.name] for spec in problem.inputs] + list(
-        allocate_outputs(problem.outputs, axes, "cuda").values()
-    )
-    return lambda: ref.baseline(*args)
+    return baseline_call(problem_name, shape_id)
 
 
 def sm_clock_mhz() -> int | None:

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-REPORT_SCHEMA_VERSION = 1
+REPORT_SCHEMA_VERSION = 2
 
 
 class Status(str, Enum):
@@ -189,6 +189,34 @@ class SolFigures(_Model):
     )
 
 
+# ---------------------------------------------------------------- witness
+
+
+class Witness(_Model):
+    """An independent measurement that confirms (or refutes) a shape's ranked median.
+
+    The ranked median is measured inside the process that runs the submission, so it is only a
+    claim. A witness is measured where the submission cannot rewrite it: Nsight Compute's kernel
+    durations (``ncu``, collected by the ncu process on calls whose outputs the trusted judge
+    verified) on a GPU; the judge's own clock around each verified call on the CPU development
+    device (``judge_wall``). docs/security.md explains both and the tolerance.
+    """
+
+    source: Literal["ncu", "judge_wall"] = Field(description="Who measured it.")
+    median_us: float = Field(description="Median over the witnessed calls of the call's device time.")
+    n: int = Field(description="Witnessed calls (each one's outputs verified by the judge).")
+    kernels_per_call: int = Field(default=0, description="Kernels ncu saw in one witnessed call.")
+    judge_round_trip_us: float | None = Field(
+        default=None,
+        description="Median time the judge waited for a timed call (its clock): bounds hidden host work.",
+    )
+    floor_us: float = Field(
+        description="Lowest ranked median the witness accepts: median_us*(1-rel) - (abs + per-kernel allowance)."
+    )
+    confirmed: bool = Field(description="The ranked median is not below floor_us (and no hidden host work).")
+    message: str = ""
+
+
 # ---------------------------------------------------------------- profile and evidence
 
 
@@ -257,6 +285,9 @@ class ShapeReport(_Model):
     telemetry_before: Telemetry | None = None
     telemetry_after: Telemetry | None = None
     profile: ProfileReport | None = None
+    witness: Witness | None = Field(
+        default=None, description="Independent confirmation of the ranked median (ranked mode, PASSED)."
+    )
     wall_seconds: float = 0.0
 
     @model_validator(mode="after")
@@ -298,7 +329,13 @@ class EvaluationReport(_Model):
     )
     rank_eligible: bool = Field(
         default=False,
-        description="Ranked mode, every ranked shape PASSED, no flag, real GPU (never the CPU device).",
+        description="Ranked mode, every ranked shape PASSED and witnessed, no flag on a ranked shape, "
+        "real GPU (never the CPU device).",
+    )
+    witnessed: bool = Field(
+        default=False,
+        description="Every PASSED shape's ranked median was confirmed by its witness. Until then a "
+        "result is provisional: shown, never ranked.",
     )
     flags: list[str] = Field(
         default_factory=list,
@@ -311,7 +348,9 @@ class EvaluationReport(_Model):
         "own timing remarks, launches that vary with ragged inputs, no CUPTI on this runner).",
     )
     evidence: FeatureEvidence | None = None
-    sandbox: dict[str, str] = Field(default_factory=dict, description="What isolation was applied, and gaps.")
+    sandbox: dict[str, str] = Field(
+        default_factory=dict, description="What isolation actually applied on this run, and its gaps."
+    )
     started_at: str = Field(description="ISO 8601 UTC.")
     finished_at: str
     wall_seconds: float

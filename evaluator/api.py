@@ -1,19 +1,23 @@
 """The Python API of the evaluator: ``evaluate(request) -> EvaluationReport``.
 
 Runners and tests call this (or ``python -m evaluator run``, which wraps it). It never imports
-the submission, nor torch: all of that happens in the child process (evaluator/harness/).
+the submission: that happens only in the untrusted child processes. The judge (this process, once
+``evaluate`` runs) imports torch lazily, owns the buffers and decides every verdict
+(evaluator/harness/judge.py, docs/security.md).
 """
 
 from __future__ import annotations
 
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
-from evaluator.harness import assemble, parent
+from evaluator.harness import assemble
+from evaluator.harness.outcome import JudgeOutcome
 from evaluator.harness.request import EvaluationRequest, Limits
-from evaluator.problems import LANGUAGES, get_problem
-from evaluator.report import EvaluationReport, ProfileReport
+from evaluator.problems import LANGUAGES, Problem, get_problem
+from evaluator.report import EvaluationReport
 
 __all__ = ["EvaluationRequest", "HarnessError", "Limits", "evaluate"]
 
@@ -63,6 +67,7 @@ def child_config(
 
 
 def evaluate(request: EvaluationRequest) -> EvaluationReport:
+    """Judge one submission: correctness, timing, witness, report (docs/harness.md)."""
     _check(request)
     problem = get_problem(request.problem)
     if request.shape_ids:
@@ -71,32 +76,30 @@ def evaluate(request: EvaluationRequest) -> EvaluationReport:
         shape_ids = [shape.shape_id for shape in problem.select_shapes(request.shapes, request.device)]
     seeds = [request.seed] if request.seed is not None else list(problem.test_seeds)
     started, started_at = time.perf_counter(), assemble.now_iso()
-    outcome = parent.run_child(request, child_config(request, shape_ids, seeds))
-    if outcome.status == "INTERNAL":
-        raise HarnessError(f"{outcome.message}\n{outcome.log[-4000:]}")
-    profiling_began = time.perf_counter()
-    profiles = _profiles(request, problem, outcome)
-    if profiles:
-        outcome.phase_seconds["profile"] = round(time.perf_counter() - profiling_began, 3)
-    return assemble.build(
-        request, problem, shape_ids, outcome, started, started_at, profiles, time.perf_counter() - started
-    )
+    scratch = Path(tempfile.mkdtemp(prefix="solboard-job-"))
+    try:
+        outcome = _judge(request, problem, shape_ids, child_config(request, shape_ids, seeds), scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return assemble.build(request, problem, shape_ids, outcome, started_at, time.perf_counter() - started)
 
 
-def _profiles(
-    request: EvaluationRequest, problem: object, outcome: parent.ChildOutcome
-) -> dict[str, ProfileReport]:
-    """Ranked mode on a GPU: one untimed Nsight Compute pass per passed shape."""
-    if request.mode != "ranked" or request.device != "cuda" or not request.profile or outcome.body is None:
-        return {}
-    passed = [
-        shape["shape_id"] for shape in outcome.body.get("shapes", []) if shape.get("status") == "PASSED"
-    ]
-    if not passed:
-        return {}
-    from evaluator.harness import profile
+def _judge(request: EvaluationRequest, problem: Problem, shape_ids: list[str], config: dict[str, object],
+           scratch: Path) -> JudgeOutcome:
+    """The judge's whole job, then (ranked mode) the witness of every passed shape."""
+    from evaluator.harness.judge import HarnessFailure, Judge
+    from evaluator.harness.witness_run import witness_shapes
 
-    if shutil.which("ncu") is None:
-        missing = ProfileReport(available=False, reason="ncu not found on this runner")
-        return {shape_id: missing for shape_id in passed}
-    return profile.profile_shapes(request, passed, request.limits.ranked_s)
+    judge = Judge(request, problem, shape_ids, config, scratch)
+    try:
+        outcome = judge.run()
+        if request.mode == "ranked" and outcome.status is None:
+            began = time.perf_counter()
+            passed = [(problem.shape(shape["shape_id"]), shape) for shape in outcome.shapes]
+            outcome.notes += witness_shapes(judge, passed)
+            outcome.phase_seconds["witness"] = round(time.perf_counter() - began, 3)
+    except HarnessFailure as error:
+        raise HarnessError(str(error)) from error
+    finally:
+        judge.arena.close()
+    return outcome

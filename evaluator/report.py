@@ -227,6 +227,7 @@ class WarpStall(_Model):
 
 class KernelProfile(_Model):
     name: str
+    launch_id: int | None = Field(default=None, description="ncu's ID of the kernel (launch order).")
     duration_us: float | None = None
     sm_throughput_pct: float | None = None
     dram_throughput_pct: float | None = None
@@ -292,8 +293,11 @@ class ShapeReport(_Model):
 
     @model_validator(mode="after")
     def _performance_only_when_passed(self) -> ShapeReport:
-        if self.status is not Status.PASSED and (self.timing or self.sol):
-            raise ValueError("performance data exists only on a PASSED shape")
+        # A REJECTED shape keeps its claimed timing and witness ("timing not confirmed", "faster
+        # than light"): the report shows both figures. Its SOL figures explain a faster-than-light
+        # rejection. Nothing of it ranks.
+        if self.status not in (Status.PASSED, Status.REJECTED) and (self.timing or self.sol or self.witness):
+            raise ValueError("performance data exists only on a PASSED (or REJECTED) shape")
         return self
 
 

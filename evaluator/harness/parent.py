@@ -1,28 +1,25 @@
-"""The trusted side: spawns one fresh child per job, drives its stages, enforces the limits.
+"""The untrusted child as the judge sees it: a process, a channel, a log, and a watchdog.
 
-The parent never imports the submission (nor torch). It talks to the child over two pipes in
-length-prefixed JSON frames (``channel``), kills the child's whole process group when a stage runs
-past its limit, captures the child's stdout/stderr into a capped log, sends the secret seed only
-after the import was checked and the sealing key only after the child reports quiescence, and
-rejects anything on the channel that does not follow the protocol (a forged report).
+The judge never blocks on anything the child can touch: the log is a regular file the judge
+created and keeps open (read through that descriptor, never reopened by name, so a FIFO or a
+symlink put in its place changes nothing), frames are read without blocking against a deadline,
+and a watchdog thread kills the child's whole process group when the current stage's deadline
+passes, whatever the judge's main thread is doing at that moment.
 """
 
 from __future__ import annotations
 
 import os
-import secrets
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
+import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evaluator.harness import channel
-from evaluator.harness.request import EvaluationRequest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Environment variables the child inherits (nothing else: no broker URL, no tokens).
@@ -33,35 +30,23 @@ PASSED_ENV = (
     "LD_LIBRARY_PATH",
     "CUDA_HOME",
     "NVIDIA_VISIBLE_DEVICES",
-    # Hosts that share NVLink must keep multicast off in every process (GPU_FACTS.md).
+    # Hosts that share NVLink must keep multicast off in every process (docs/harness.md).
     "NCCL_NVLS_ENABLE",
     "TORCH_SYMM_MEM_DISABLE_MULTICAST",
     "NVSHMEM_DISABLE_NVLS",
 )
-#: Seconds the child has to seal and send its report once it said it is ready.
-SEAL_SECONDS = 60.0
-#: Stage order; a message announcing a stage out of this order is a protocol violation.
-STAGES = ("compile", "test", "ranked")
 
 
-@dataclass
-class ChildOutcome:
-    """What the parent learnt from the child; ``body`` only from a validly sealed report."""
+class ChildTimeout(Exception):
+    """The stage ran past its limit; the watchdog killed the process group."""
 
-    body: dict[str, Any] | None = None
-    status: str | None = None  # a whole-job status decided by the parent (TIMEOUT, REJECTED, ...)
-    message: str = ""
-    stage: str = "compile"
-    shape: str | None = None
-    log: str = ""
-    exit_code: int | None = None
-    notes: dict[str, str] = field(default_factory=dict)
-    #: Seconds per phase as the parent's clock saw them (start_up, compile, test, ranked, seal).
-    phase_seconds: dict[str, float] = field(default_factory=dict)
+
+class ChildDied(Exception):
+    """The channel closed: the child exited or was killed."""
 
 
 class ProtocolViolation(Exception):
-    pass
+    """The child sent something the protocol does not allow at this point (class 4)."""
 
 
 def child_env(scratch: Path) -> dict[str, str]:
@@ -81,17 +66,21 @@ def child_env(scratch: Path) -> dict[str, str]:
     return env
 
 
-def read_log(path: Path, cap: int) -> str:
-    """The child's output, capped: head and tail when it is longer than ``cap`` bytes."""
+def open_log(path: Path) -> int:
+    """A fresh regular file only the judge created (O_EXCL: nothing may exist there before)."""
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
+
+
+def read_log(descriptor: int, cap: int) -> str:
+    """The child's output through the judge's own descriptor, capped: head and tail beyond ``cap``."""
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as handle:
-            if size <= cap:
-                data = handle.read()
-            else:
-                head = handle.read(cap // 2)
-                handle.seek(size - cap // 2)
-                data = head + f"\n[... {size - cap} bytes cut ...]\n".encode() + handle.read()
+        size = os.fstat(descriptor).st_size
+        if size <= cap:
+            data = os.pread(descriptor, size, 0)
+        else:
+            half = cap // 2
+            data = (os.pread(descriptor, half, 0) + f"\n[... {size - cap} bytes cut ...]\n".encode()
+                    + os.pread(descriptor, half, size - half))
     except OSError:
         return ""
     return data.decode("utf-8", errors="replace")
@@ -100,7 +89,7 @@ def read_log(path: Path, cap: int) -> str:
 def kill_group(process: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         pass
     try:
         process.wait(timeout=10)
@@ -108,170 +97,103 @@ def kill_group(process: subprocess.Popen[bytes]) -> None:
         pass
 
 
-class ChildRun:
-    """One child process and the conversation with it."""
+@dataclass
+class Stage:
+    name: str
+    limit_s: float
+    shape: str | None = None
 
-    def __init__(self, request: EvaluationRequest, config: dict[str, Any], scratch: Path) -> None:
-        self.request = request
-        self.config = config
-        self.scratch = scratch
-        self.key = secrets.token_bytes(32)
-        self.outcome = ChildOutcome()
-        self.stage_index = 0
-        self.stages_seen: set[str] = set()
-        self.deadline = time.monotonic() + request.limits.compile_s
-        self.phase, self.phase_began = "start_up", time.monotonic()
 
-    def limit(self, stage: str) -> float:
-        limits = self.request.limits
-        return {"compile": limits.compile_s, "test": limits.test_s, "ranked": limits.ranked_s}[stage]
+class ChildProcess:
+    """One untrusted child: spawn, talk, enforce the stage limits, and always clean up."""
 
-    def spawn(self) -> None:
+    def __init__(self, argv: list[str], scratch: Path, log_cap: int) -> None:
+        self.argv, self.scratch, self.log_cap = argv, scratch, log_cap
+        self.stage = Stage("start_up", 0.0)
+        self.deadline = float("inf")
+        self.timed_out: Stage | None = None
+        #: Set once a read failed: nothing more is asked of this child.
+        self.broken = False
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+
+    def spawn(self, start_limit_s: float) -> None:
         to_child_r, self.to_child = os.pipe()
         self.from_child, from_child_w = os.pipe()
-        self.log_path = self.scratch / "child.log"
-        self.phase_began = time.monotonic()
-        with open(self.log_path, "wb") as log:
-            self.process = self._popen(to_child_r, from_child_w, log)
+        self.log_fd = open_log(self.scratch / f"child-{os.getpid()}-{time.monotonic_ns()}.log")
+        self.process = subprocess.Popen(
+            [sys.executable, *self.argv, "--in-fd", str(to_child_r), "--out-fd", str(from_child_w)],
+            cwd=self.scratch, env=child_env(self.scratch), stdin=subprocess.DEVNULL,
+            stdout=self.log_fd, stderr=subprocess.STDOUT, pass_fds=(to_child_r, from_child_w),
+            start_new_session=True,
+        )
         os.close(to_child_r)
         os.close(from_child_w)
         self.reader = channel.FrameReader(self.from_child)
+        self.enter("compile", start_limit_s)
+        threading.Thread(target=self._watch, name="solboard-watchdog", daemon=True).start()
 
-    def _popen(self, to_child_r: int, from_child_w: int, log: Any) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "evaluator.harness.child",
-                "--in-fd",
-                str(to_child_r),
-                "--out-fd",
-                str(from_child_w),
-            ],
-            cwd=self.scratch,
-            env=child_env(self.scratch),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            pass_fds=(to_child_r, from_child_w),
-            start_new_session=True,
-        )
+    def enter(self, stage: str, limit_s: float, shape: str | None = None) -> None:
+        with self._lock:
+            self.stage = Stage(stage, limit_s, shape)
+            self.deadline = time.monotonic() + limit_s
 
-    def next_phase(self, phase: str) -> None:
-        now = time.monotonic()
-        self.outcome.phase_seconds[self.phase] = round(now - self.phase_began, 3)
-        self.phase, self.phase_began = phase, now
+    def _watch(self) -> None:
+        while not self._stopped.wait(0.1):
+            with self._lock:
+                late = time.monotonic() > self.deadline
+                stage = self.stage
+            if late:
+                self.timed_out = stage
+                kill_group(self.process)
+                return
 
     def send(self, message: dict[str, Any]) -> None:
         try:
             channel.write_all(self.to_child, channel.encode(message))
-        except BrokenPipeError:
-            pass  # the child died; the reader will see EOF
+        except (BrokenPipeError, OSError):
+            pass  # the child died; the next read says so
 
-    def enter_stage(self, stage: str) -> None:
-        if stage not in STAGES or stage in self.stages_seen or STAGES.index(stage) < self.stage_index:
-            raise ProtocolViolation(f"stage {stage!r} out of order")
-        self.stages_seen.add(stage)
-        self.next_phase(stage)
-        self.stage_index = STAGES.index(stage)
-        self.outcome.stage = stage
-        self.outcome.shape = None
-        self.deadline = time.monotonic() + self.limit(stage)
-
-    def converse(self) -> None:
-        """Run the protocol until a sealed report, a violation, a timeout or the child's death."""
-        self.send({**self.config, "spawned_monotonic": self.phase_began})
-        sealing = False
-        while True:
-            message = self.reader.next(self.deadline)
-            kind = message["type"]
-            if kind == "stage":
-                self.enter_stage(str(message.get("stage")))
-            elif kind == "progress":
-                self.outcome.shape = str(message.get("shape"))
-            elif kind == "imported" and self.outcome.stage == "compile" and not hasattr(self, "_seed_sent"):
-                self._seed_sent = True
-                self.send({"type": "seed", "secret": self.request.secret_seed})
-            elif kind == "unsealed" and not sealing:
-                self.outcome.status, self.outcome.message = "REJECTED", str(message.get("reason"))
-                return
-            elif kind == "ready" and not sealing:
-                sealing = True
-                self.next_phase("seal")
-                self.deadline = time.monotonic() + SEAL_SECONDS
-                self.send({"type": "key", "key": self.key.hex()})
-            elif kind == "report" and sealing:
-                self.accept_report(message)
-                return
-            else:
-                raise ProtocolViolation(f"unexpected {kind!r} message")
-
-    def accept_report(self, message: dict[str, Any]) -> None:
-        body, mac = message.get("body"), message.get("mac")
-        if not isinstance(body, str) or not channel.seal_is_valid(self.key, body, str(mac)):
-            raise ProtocolViolation("the report's seal is not valid")
-        extra = self.reader.drain()
-        if extra:
-            raise ProtocolViolation(f"{len(extra)} extra bytes after the report")
-        import json
-
-        self.outcome.body = json.loads(body)
-
-    def run(self) -> ChildOutcome:
-        self.spawn()
+    def receive(self, *expected: str) -> dict[str, Any]:
+        """The next message, which must be one of ``expected``; timeouts and deaths raise."""
+        if self.broken:
+            raise ChildDied("the channel already failed")
+        self.broken = True
         try:
-            self.converse()
+            message = self.reader.next(self.deadline)
         except channel.ChannelTimeout:
-            where = f" (shape {self.outcome.shape})" if self.outcome.shape else ""
-            self.outcome.status = "TIMEOUT"
-            self.outcome.message = (
-                f"stage {self.outcome.stage}{where} ran past its limit of {self.limit(self.outcome.stage):g} s; "
-                "the process group was killed"
-            )
-        except ProtocolViolation as error:
-            self.outcome.status, self.outcome.message = "REJECTED", f"forged report: {error} (class 4)"
+            self.timed_out = self.timed_out or self.stage
+            kill_group(self.process)
+            raise ChildTimeout() from None
         except channel.ChannelError as error:
-            self.died(error)
-        finally:
-            self.next_phase("done")
-            self.finish()
-        return self.outcome
+            if self.timed_out is not None:
+                raise ChildTimeout() from None
+            if self.reader.buffer and not self.reader.closed:
+                raise ProtocolViolation(f"garbage on the channel ({error})") from None
+            raise ChildDied(str(error)) from None
+        if message["type"] not in expected:
+            raise ProtocolViolation(f"unexpected {message['type']!r} message (expected {'/'.join(expected)})")
+        self.broken = False
+        return message
 
-    def died(self, error: Exception) -> None:
-        if self.reader.buffer and not self.reader.closed:
-            self.outcome.status, self.outcome.message = (
-                "REJECTED",
-                f"forged report: garbage on the channel ({error}) (class 4)",
-            )
-            return
+    def exit_description(self) -> str:
         try:
             code = self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            code = None
-        self.outcome.exit_code = code
-        if not self.stages_seen:
-            # The child died before the submission was loaded: the evaluator's fault, not a verdict.
-            self.outcome.status = "INTERNAL"
-            self.outcome.message = "the evaluator's child failed while starting"
-            return
-        how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
-        where = f", shape {self.outcome.shape}" if self.outcome.shape else ""
-        self.outcome.status = "RUNTIME_ERROR"
-        self.outcome.message = f"the process died ({how}) during stage {self.outcome.stage}{where}"
+            return "did not exit"
+        return f"signal {-code}" if code < 0 else f"exit status {code}"
 
-    def finish(self) -> None:
+    def close(self) -> str:
+        """Kill the group, close the channel, return the log (capped). Idempotent."""
+        if self._stopped.is_set():
+            return self._log
+        self._stopped.set()
         kill_group(self.process)
-        for fd in (self.to_child, self.from_child):
+        for descriptor in (self.to_child, self.from_child):
             try:
-                os.close(fd)
+                os.close(descriptor)
             except OSError:
                 pass
-        self.outcome.log = read_log(self.log_path, self.request.limits.log_bytes)
-
-
-def run_child(request: EvaluationRequest, config: dict[str, Any]) -> ChildOutcome:
-    scratch = Path(tempfile.mkdtemp(prefix="solboard-job-"))
-    try:
-        return ChildRun(request, config, scratch).run()
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        self._log = read_log(self.log_fd, self.log_cap)
+        os.close(self.log_fd)
+        return self._log

@@ -82,18 +82,26 @@ class _Row:
 
 
 def parse_raw_csv(text: str) -> list[KernelProfile]:
-    """KernelProfiles from ``ncu --import X --csv --page raw`` (header row, units row, one row per kernel)."""
+    """KernelProfiles from ncu's raw page as CSV (``--csv --page raw``, live or ``--import``).
+
+    A header row, an optional units row (ncu prints one; its ID cell is empty), one row per kernel;
+    other lines (``==PROF==`` messages) are skipped, and a repeated header is ignored."""
     rows = list(csv.reader(io.StringIO(text)))
     header_index = next((i for i, row in enumerate(rows) if "Kernel Name" in row), None)
-    if header_index is None or header_index + 1 >= len(rows):
+    if header_index is None:
         return []
     header = rows[header_index]
-    units = dict(zip(header, rows[header_index + 1]))
-    return [
-        _kernel(_Row(dict(zip(header, values)), units))
-        for values in rows[header_index + 2 :]
-        if len(values) == len(header)
-    ]
+    units: dict[str, str] = {}
+    kernels = []
+    for values in rows[header_index + 1:]:
+        if len(values) != len(header) or values == header:
+            continue
+        row = dict(zip(header, values))
+        if _number(row.get("ID", "")) is None and "ID" in row:
+            units = row
+            continue
+        kernels.append(_kernel(_Row(row, units)))
+    return kernels
 
 
 def _kernel(row: _Row) -> KernelProfile:
@@ -107,8 +115,10 @@ def _kernel(row: _Row) -> KernelProfile:
         shared = (
             sum(part for part in parts if part is not None) if any(p is not None for p in parts) else None
         )
+    launch_id = row.metric("ID")
     return KernelProfile(
         name=row.values.get("Kernel Name", "?")[:300],
+        launch_id=int(launch_id) if launch_id is not None else None,
         duration_us=row.scaled("gpu__time_duration.sum", _TIME_UNITS),
         sm_throughput_pct=row.metric("sm__throughput.avg.pct_of_peak_sustained_elapsed"),
         dram_throughput_pct=row.metric(

@@ -93,7 +93,7 @@ def run_trial(
     errors = compare_outputs(ctx, inputs, outputs)
     passed = corr.outputs_pass(errors, ctx.problem)
     if not passed:
-        message = (message + "; " if message else "") + _describe_failure(errors)
+        message = (message + "; " if message else "") + describe_failure(errors)
     return ("PASSED" if passed else "INCORRECT_NUMERICAL"), message, errors
 
 
@@ -112,7 +112,7 @@ def compare_outputs(
         corr.poison_and_release(references)
 
 
-def _describe_failure(errors: dict[str, Any]) -> str:
+def describe_failure(errors: dict[str, Any]) -> str:
     parts = []
     for name, stats in errors.items():
         parts.append(
@@ -187,7 +187,7 @@ def _timed_set(
         errors = compare_outputs(ctx, inputs, outputs)
         if corr.outputs_pass(errors, ctx.problem):
             return None
-        return _describe_failure(errors)
+        return describe_failure(errors)
 
     return TimedSet(ctx.ordered_inputs(inputs), list(outputs.values()), refresh, verify)
 

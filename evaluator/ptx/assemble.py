@@ -4,11 +4,10 @@ entry's registers, spills, stack, shared memory and barriers."""
 from __future__ import annotations
 
 import re
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from evaluator.ptx.toolchain import run_tool
+from evaluator.ptx.jailed import ToolLimits, WorkFolder, run_jailed
+from evaluator.ptx.sourcetext import text_problem
 
 SOURCE_NAME = "submission.ptx"
 _DIAGNOSTIC = re.compile(
@@ -55,16 +54,28 @@ class Assembly:
     log: str = ""
 
 
-def assemble(ptx: str, arch: str, source_name: str = SOURCE_NAME, timeout_s: float = 120.0) -> Assembly:
-    """Assemble PTX text; never raises for bad PTX (``ok`` is False and ``errors`` say why)."""
-    with tempfile.TemporaryDirectory(prefix="solboard-ptxas-") as tmp:
-        folder = Path(tmp)
-        (folder / source_name).write_text(ptx)
-        result = run_tool("ptxas", ["-v", f"-arch={arch}", "-o", "out.cubin", source_name], folder, timeout_s)
-        cubin_path = folder / "out.cubin"
-        cubin = cubin_path.read_bytes() if result.returncode == 0 and cubin_path.exists() else None
-    log = (result.stdout + result.stderr).replace(tmp + "/", "")
+def assemble(
+    ptx: str, arch: str, source_name: str = SOURCE_NAME, timeout_s: float = 120.0, limits: ToolLimits | None = None
+) -> Assembly:
+    """Assemble PTX text; never raises for bad PTX (``ok`` is False and ``errors`` say why).
+
+    ptxas runs jailed in another process with limits (``jailed.py``), like nvcc: the PTX may be
+    the submitter's own text."""
+    limits = limits or ToolLimits(wall_seconds=timeout_s)
+    problem = text_problem(ptx)
+    if problem is not None:
+        return Assembly(arch=arch, ok=False, cubin=None, errors=[Diagnostic("error", problem)])
+    with WorkFolder("solboard-ptxas-") as folder:
+        (folder.work / source_name).write_bytes(ptx.encode("utf-8"))
+        result = run_jailed("ptxas", ["-v", f"-arch={arch}", "-o", "out.cubin", source_name], folder, limits)
+        cubin_path = folder.work / "out.cubin"
+        ok = result.returncode == 0 and not result.timed_out and cubin_path.exists()
+        cubin = cubin_path.read_bytes() if ok else None
+    log = (result.stdout + result.stderr).replace(str(folder.work) + "/", "")
     assembly = Assembly(arch=arch, ok=cubin is not None, cubin=cubin, log=log)
+    limit = result.limit_message("ptxas", limits)
+    if limit is not None:
+        assembly.errors.append(Diagnostic("error", limit))
     _parse_log(log, assembly)
     real = [d for d in assembly.errors if "aborted due to errors" not in d.message]
     assembly.errors = real or assembly.errors

@@ -1,0 +1,190 @@
+"""The judge's part of timing: the baseline, timed here, and the service behind the child's loop.
+
+- ``BaselineTimer``: the problem's baseline (trusted library code) timed in the judge with the same
+  method as the kernel (cold L2, launch gate, CUPTI device spans, events cross-check), on private
+  input sets, before the submission is imported: the GPU is the judge's alone then, so the
+  baseline a score divides by is one the submission could not slow down.
+- ``KernelTimingService``: while the child times the kernel, every call's preparation is a request
+  to the judge (``next``): the judge writes fresh inputs into that shared set (a fresh seed per
+  call, so no cache keyed by pointer, shape or content ever hits), poisons its outputs and answers
+  ``go``. On each request it first decides, with its own randomness and after the call was made,
+  whether to check the call before: the outputs are read from the shared memory and compared with
+  the reference of the inputs it wrote. A wrong one ends the timing: REJECTED (classes 5 and 9).
+  It also measures, on its own clock, how long each call kept it waiting (the round trip): a
+  bound on the call's true cost that the child cannot shorten (``witness``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import statistics
+import time
+from typing import Any
+
+from evaluator.harness import work
+from evaluator.harness.timing import TimingConfig, TimingOutcome, time_cpu
+
+#: A timed call is checked with probability 1/CHECK_ONE_IN...
+CHECK_ONE_IN = 24
+#: ...and at least this many per shape (the last call is checked when fewer were).
+MIN_CHECKS = 3
+#: An SM clock after the timing below this fraction of the clock before it is no power cap: noted.
+CLOCK_DROP = 0.7
+
+
+class NoActivity:
+    """The judge runs no submitted code: its own threads need no watching."""
+
+    def problems(self, native: bool = True, children: bool = True) -> str | None:
+        return None
+
+
+def fresh_seed() -> int:
+    return int.from_bytes(os.urandom(8), "little") & (2**63 - 1)
+
+
+class BaselineTimer:
+    def __init__(self, judge: Any) -> None:
+        self.judge = judge
+        self.cold: Any = None
+        if judge.device == "cuda":
+            import torch
+
+            from evaluator.harness.l2 import ColdL2
+
+            self.cold = ColdL2(torch.device("cuda"))
+
+    def time(self, shape: Any) -> TimingOutcome:
+        judge = self.judge
+        ctx = judge.context(shape)
+        sets = work.build_sets(ctx, work.set_count(ctx, judge.config["set_cap_bytes"]))
+        config = TimingConfig(budget_s=float(judge.config["budgets"]["baseline"]), launch_allowance_us=math.inf,
+                              checks_per_batch=0)
+        baseline = work.with_scalar_args(judge.refmod.baseline, judge.problem, shape.axes)
+        try:
+            if judge.device == "cuda":
+                from evaluator.harness.gpu_timing import time_gpu
+
+                return time_gpu(baseline, sets, config, self.cold, NoActivity())
+            return time_cpu(baseline, sets, config, NoActivity())
+        finally:
+            work.release_sets(sets)
+
+
+class KernelTimingService:
+    """Serves one shape's timing loop in the child; fills ``report`` with what was established."""
+
+    def __init__(self, judge: Any, shape: Any, report: dict[str, Any]) -> None:
+        self.judge, self.shape, self.report = judge, shape, report
+        self.ctx = judge.context(shape)
+        self.group = f"time:{shape.shape_id}"
+        self.distribution = judge.problem.distributions[0]
+        self.seeds: dict[int, int] = {}
+        self.calls = 0
+        self.checks = 0
+        self.round_trips_us: list[float] = []
+        self.failure: str | None = None
+
+    def run(self) -> None:
+        judge = self.judge
+        like = judge.refmod.generate_inputs(dict(self.shape.axes), 0, judge.device, self.distribution)
+        count = work.set_count(self.ctx, judge.config["set_cap_bytes"])
+        self.sets = [judge._shared_set(self.ctx, like, self.group) for _ in range(count)]
+        del like
+        try:
+            self._serve()
+        finally:
+            judge._unbind(self.group)
+
+    def _serve(self) -> None:
+        judge, baseline = self.judge, self.judge.baselines[self.shape.shape_id]
+        self.report["telemetry_before"] = judge.nvml.sample() if judge.nvml else None
+        judge.child.send({
+            "type": "time", "shape": self.shape.shape_id,
+            "sets": [handles for _, _, handles in self.sets],
+            "budget_s": float(judge.config["budgets"]["kernel"]),
+            "allowance_us": baseline.launch_excess_us, "gate_us": baseline.stats.get("gate_us"),
+        })
+        answer = self._loop()
+        self.report["telemetry_after"] = judge.nvml.sample() if judge.nvml else None
+        if self.failure is not None:
+            self.report.update(status="REJECTED", message=self.failure)
+            return
+        self._record(answer, baseline)
+
+    def _loop(self) -> dict[str, Any]:
+        last: int | None = None
+        sent = 0.0
+        while True:
+            message = self.judge.child.receive("next", "timed")
+            if last is not None:
+                self.round_trips_us.append((time.monotonic() - sent) * 1e6)
+                if secrets.randbelow(CHECK_ONE_IN) == 0:
+                    self._check(last)
+            if message["type"] == "timed":
+                if last is not None and self.checks < MIN_CHECKS and self.failure is None:
+                    self._check(last)
+                return message
+            if self.failure is not None:
+                self.judge.child.send({"type": "stop"})
+                return {}
+            last = self._refresh(message.get("set"))
+            self.judge.child.send({"type": "go"})
+            sent = time.monotonic()
+
+    def _refresh(self, index: Any) -> int:
+        from evaluator.harness.parent import ProtocolViolation
+
+        if not isinstance(index, int) or not 0 <= index < len(self.sets):
+            raise ProtocolViolation(f"asked for input set {index!r}")
+        inputs, outputs, _ = self.sets[index]
+        self.seeds[index] = fresh_seed()
+        self.judge.write_inputs(self.ctx, inputs, outputs, self.seeds[index], self.distribution)
+        self.calls += 1
+        return index
+
+    def _check(self, index: int) -> None:
+        judge = self.judge
+        inputs, outputs, _ = self.sets[index]
+        private = judge.refmod.generate_inputs(dict(self.shape.axes), self.seeds[index], judge.device,
+                                               self.distribution)
+        status, message, _ = judge.verify(self.ctx, inputs, outputs, private)
+        self.checks += 1
+        if status != "PASSED" and self.failure is None:
+            self.failure = (f"timed call {self.calls} wrote a wrong output (caching, replay or less work when "
+                            f"timed; classes 5 and 9): {message}")
+
+    def _record(self, answer: dict[str, Any], baseline: TimingOutcome) -> None:
+        if answer.get("error"):
+            self.report.update(status="RUNTIME_ERROR", message=str(answer["error"])[:4000],
+                               fatal=bool(answer.get("fatal")))
+            return
+        if answer.get("problem"):
+            self.report.update(status="REJECTED", message=str(answer["problem"]))
+            return
+        self.report["timing"], self.report["baseline_timing"] = answer.get("stats"), baseline.stats
+        self.report["flags"] = list(answer.get("flags") or [])
+        self.report["notes"] = list(answer.get("notes") or []) + [
+            f"baseline: {note}" for note in baseline.flags + baseline.notes]
+        self.report["notes"] += telemetry_notes(self.report["telemetry_before"], self.report["telemetry_after"])
+        self.report["judge"] = {
+            "round_trip_us": statistics.median(self.round_trips_us) if self.round_trips_us else None,
+            "calls": self.calls, "checked_calls": self.checks,
+        }
+        self.report["checks"].append({
+            "trial": f"{self.checks} timed calls checked by the judge", "distribution": self.distribution,
+            "seed": None, "passed": True, "status": "PASSED", "message": f"of {self.calls} calls", "errors": {},
+        })
+
+
+def telemetry_notes(before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[str]:
+    notes = []
+    if any((sample or {}).get("throttled") for sample in (before, after)):
+        notes.append("GPU throttled during measurement")
+    clock_before, clock_after = (before or {}).get("sm_clock_mhz"), (after or {}).get("sm_clock_mhz")
+    if clock_before and clock_after and clock_after < CLOCK_DROP * clock_before:
+        notes.append(f"SM clock fell from {clock_before} to {clock_after} MHz during the measurement")
+    return notes
+

@@ -1,0 +1,221 @@
+"""Witnesses: measurements of a kernel's time that the submission cannot rewrite.
+
+The ranked median comes from the child, where the submission runs: it is a claim. A shape's
+result is confirmed only when a witness agrees with it (docs/security.md, "Timing witness"):
+
+- GPU: **Nsight Compute**. One ncu session per job (all passed shapes) runs a second untrusted
+  process (``witness_child``) on buffers the judge owns. For each shape: one warm-up call and
+  ``WITNESS_CALLS`` witnessed calls, each between two marker kernels; the judge writes fresh inputs
+  before and checks the outputs after every call. ncu (``--cache-control all``: caches flushed
+  before every kernel; ``--clock-control none``: the clocks the timing ran at) measures every
+  kernel's ``gpu__time_duration`` in hardware and prints them on its stdout, a pipe to the judge
+  (append-only: the profiled process can add lines, never remove ncu's, and the parser rejects
+  duplicates). A call's witnessed time is the sum of its kernels' durations.
+- CPU development device: the **judge's clock**: the median time the judge waited for a timed call
+  of the child (from handing it fresh inputs to its next request), which the child can lengthen
+  but never shorten.
+
+A reported median below ``witness * (1 - REL) - (ABS_US + PER_KERNEL_US * kernels)`` is
+REJECTED "timing not confirmed". On the GPU the judge's clock also bounds hidden host work: a
+call that kept the judge waiting ``HOST_SLACK_US`` longer than its gate plus its reported median
+did work the kernel timestamps do not show (class 14). Without ncu a result stays unwitnessed:
+shown, provisional, never ranked. The tolerances are set from the H200 measurements recorded in
+``benchmarks/results/`` (docs/security.md gives the figures).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from evaluator.harness.parent import child_env
+from evaluator.harness.profile import SECTIONS, ncu_version, parse_raw_csv
+
+#: Witnessed calls per shape (after one warm-up call, also witnessed and checked, not counted).
+WITNESS_CALLS = 3
+WARMUP_CALLS = 1
+#: Tolerance of the GPU witness: relative, absolute, and per kernel (ncu adds ~1-1.4 us to every
+#: kernel it measures on the H200: a one-element add reads 1.15 us from CUPTI, 2.11-2.53 us in ncu).
+REL = 0.10
+ABS_US = 2.0
+PER_KERNEL_US = 1.5
+#: The judge's clock beyond gate + median that a GPU call may take (harness checks, pipe, sync).
+HOST_SLACK_US = 1500.0
+#: Tolerance of the CPU witness (the judge's clock includes the child's Python loop and the pipe).
+CPU_REL = 0.5
+CPU_ABS_US = 1000.0
+#: Seconds the ncu session may take beyond the time its calls need.
+SESSION_LIMIT_S = 600.0
+
+
+@dataclass
+class CallTimes:
+    """What ncu measured, attributed to the witnessed calls in order."""
+
+    per_call_us: list[float] = field(default_factory=list)
+    kernels_per_call: list[int] = field(default_factory=list)
+    kernels: list[list[Any]] = field(default_factory=list)
+    marker_us: float | None = None
+    problem: str | None = None
+
+
+def judge_wall_witness(report: dict[str, Any]) -> dict[str, Any] | None:
+    """CPU: the judge's round-trip median as the witness."""
+    judge = report.get("judge") or {}
+    round_trip = judge.get("round_trip_us")
+    timing = report.get("timing")
+    if round_trip is None or not timing:
+        return None
+    floor = round_trip * (1 - CPU_REL) - CPU_ABS_US
+    confirmed = float(timing["median_us"]) >= floor
+    return {"source": "judge_wall", "median_us": round_trip, "n": int(judge.get("calls") or 0),
+            "judge_round_trip_us": round_trip, "floor_us": floor, "confirmed": confirmed,
+            "message": "" if confirmed else _not_confirmed(timing["median_us"], floor, "the judge's clock", round_trip)}
+
+
+def gpu_witness(report: dict[str, Any], times: list[float], kernels: int) -> dict[str, Any]:
+    timing = report["timing"]
+    median = statistics.median(times)
+    floor = median * (1 - REL) - (ABS_US + PER_KERNEL_US * kernels)
+    round_trip = (report.get("judge") or {}).get("round_trip_us")
+    reported = float(timing["median_us"])
+    confirmed, message = reported >= floor, ""
+    if not confirmed:
+        message = _not_confirmed(reported, floor, "Nsight Compute", median)
+    elif round_trip is not None:
+        hidden = round_trip - float(timing.get("gate_us") or 0.0) - reported
+        if hidden > HOST_SLACK_US:
+            confirmed = False
+            message = (f"timing not confirmed: each timed call kept the judge waiting {round_trip:.0f} us, "
+                       f"{hidden:.0f} us more than its gate and reported median: work the kernel "
+                       "timestamps do not show (host work or copies, class 14)")
+    return {"source": "ncu", "median_us": median, "n": len(times), "kernels_per_call": kernels,
+            "judge_round_trip_us": round_trip, "floor_us": floor, "confirmed": confirmed, "message": message}
+
+
+def _not_confirmed(reported: float, floor: float, who: str, witness: float) -> str:
+    return (f"timing not confirmed: the reported median {reported:.2f} us is below what {who} allows "
+            f"({floor:.2f} us; witnessed {witness:.2f} us)")
+
+
+# ---------------------------------------------------------------- the ncu session
+
+
+def attribute(rows: list[Any], calls: int) -> CallTimes:
+    """Kernels (in launch order) -> per-call sums, from the marker brackets; strict grammar."""
+    result = CallTimes()
+    names = [str(row.name) for row in rows]
+    first = next((i for i, name in enumerate(names) if _is_marker(name)), None)
+    if first is None:
+        result.problem = "no marker kernel in the witness run"
+        return result
+    index, markers = first, []
+    while index < len(rows):
+        if not _is_marker(names[index]):
+            result.problem = f"kernel {names[index][:80]!r} ran between witnessed calls"
+            return result
+        end = next((j for j in range(index + 1, len(rows)) if _is_marker(names[j])), None)
+        if end is None:
+            result.problem = "a witnessed call has no closing marker"
+            return result
+        inside = rows[index + 1:end]
+        markers += [rows[index].duration_us, rows[end].duration_us]
+        result.per_call_us.append(sum(float(row.duration_us or 0.0) for row in inside))
+        result.kernels_per_call.append(len(inside))
+        result.kernels.append(list(inside))
+        index = end + 1
+    if len(result.per_call_us) != calls:
+        result.problem = f"{len(result.per_call_us)} bracketed calls, {calls} were made"
+    known = [value for value in markers if value is not None]
+    result.marker_us = statistics.median(known) if known else None
+    return result
+
+
+def _is_marker(name: str) -> bool:
+    return "spin_kernel" in name
+
+
+def parse_ncu_output(text: str) -> list[Any]:
+    """Kernel rows in ID order; duplicate or missing IDs mean someone wrote into ncu's output."""
+    rows = parse_raw_csv(text)
+    ids = [row.launch_id for row in rows]
+    if any(value is None for value in ids) or sorted(ids) != list(range(len(ids))):
+        raise ValueError(f"ncu's kernel IDs are not 0..{len(ids) - 1} exactly once: output tampered with")
+    return sorted(rows, key=lambda row: row.launch_id)
+
+
+class NcuSession:
+    """One ncu process around one witness child; the judge drives the calls."""
+
+    def __init__(self, judge: Any, profile: bool) -> None:
+        self.judge = judge
+        self.ncu = shutil.which("ncu")
+        self.profile = profile
+        self.output = bytearray()
+        self.name = f"solboard-witness-{secrets.token_hex(12)}"
+
+    def command(self) -> list[str]:
+        assert self.ncu is not None
+        command = [self.ncu, "--clock-control", "none", "--cache-control", "all", "--target-processes", "all",
+                   "--csv", "--page", "raw"]
+        if self.profile:
+            for section in SECTIONS:
+                command += ["--section", section]
+        else:
+            command += ["--metrics", "gpu__time_duration.sum"]
+        log = self.judge.scratch / f"witness-{secrets.token_hex(6)}.log"
+        return command + [sys.executable, "-m", "evaluator.harness.witness_child", "--socket", self.name,
+                          "--log", str(log)]
+
+    def start(self, limit_s: float) -> Any:
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind("\0" + self.name)
+        self.listener.listen(1)
+        self.listener.settimeout(limit_s)
+        self.process = subprocess.Popen(self.command(), cwd=self.judge.scratch, env=child_env(self.judge.scratch),
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+        self.drain = threading.Thread(target=self._drain, name="solboard-ncu-output", daemon=True)
+        self.drain.start()
+        connection, _ = self.listener.accept()
+        self.connection = connection
+        return connection
+
+    def _drain(self) -> None:
+        assert self.process.stdout is not None
+        for chunk in iter(lambda: self.process.stdout.read(1 << 16), b""):  # type: ignore[union-attr]
+            self.output += chunk
+
+    def finish(self, wait_s: float) -> str:
+        try:
+            self.process.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.process.wait()
+        self.drain.join(timeout=10)
+        for handle in (getattr(self, "connection", None), self.listener):
+            if handle is not None:
+                handle.close()
+        return bytes(self.output).decode("utf-8", errors="replace")
+
+    def tool(self) -> str:
+        return f"{ncu_version(self.ncu)} --clock-control none --cache-control all" if self.ncu else "ncu"
+
+
+def median_or_none(values: list[float]) -> float | None:
+    finite = [value for value in values if value is not None and math.isfinite(value)]
+    return statistics.median(finite) if finite else None

@@ -1,0 +1,153 @@
+"""The judge's side of the witness session: drive the calls, check them, read what ncu measured.
+
+See ``witness`` for the method. Every witnessed call is one the judge checked: a wrong output
+under the witness is REJECTED (the submission behaves differently when profiled, class 9).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from evaluator.harness import channel
+from evaluator.harness.witness import (
+    SESSION_LIMIT_S,
+    WARMUP_CALLS,
+    WITNESS_CALLS,
+    NcuSession,
+    attribute,
+    gpu_witness,
+    judge_wall_witness,
+    parse_ncu_output,
+)
+from evaluator.report import ProfileReport
+
+
+class WitnessFailed(Exception):
+    """The witness could not be taken (not the submission's verdict: the result stays provisional)."""
+
+
+class Peer:
+    """The witness child on the socket: frames with a deadline, like ``parent.ChildProcess``."""
+
+    def __init__(self, connection: Any, deadline: float) -> None:
+        self.fd = connection.fileno()
+        self.reader = channel.FrameReader(self.fd)
+        self.deadline = deadline
+        self.broken = False
+
+    def send(self, message: dict[str, Any]) -> None:
+        channel.write_all(self.fd, channel.encode(message))
+
+    def receive(self, *expected: str) -> dict[str, Any]:
+        try:
+            message = self.reader.next(self.deadline)
+        except (channel.ChannelTimeout, channel.ChannelError) as error:
+            self.broken = True
+            raise WitnessFailed(f"the witness process stopped answering ({type(error).__name__}: {error})") from None
+        if message["type"] not in expected:
+            self.broken = True
+            raise WitnessFailed(f"the witness process sent {message['type']!r}")
+        return message
+
+
+def witness_shapes(judge: Any, passed: list[tuple[Any, dict[str, Any]]]) -> list[str]:
+    """Fill each passed shape's ``witness`` (and ``profile``); returns notes for the report."""
+    timed = [(shape, report) for shape, report in passed if report.get("status") == "PASSED" and report.get("timing")]
+    if not timed:
+        return []
+    if judge.device == "cpu":
+        for _, report in timed:
+            report["witness"] = judge_wall_witness(report)
+        return []
+    session = NcuSession(judge, judge.request.profile)
+    if session.ncu is None:
+        return ["no timing witness on this runner (ncu not found): the result is provisional, never ranked"]
+    try:
+        times = _session(judge, session, timed)
+    except WitnessFailed as error:
+        session.finish(5)
+        return [f"no timing witness: {error}; the result is provisional, never ranked"]
+    return _apply(session, timed, times)
+
+
+def _session(judge: Any, session: NcuSession, timed: list[tuple[Any, dict[str, Any]]]) -> str:
+    limit = SESSION_LIMIT_S
+    try:
+        connection = session.start(judge.request.limits.compile_s)
+    except OSError as error:
+        raise WitnessFailed(f"ncu did not start the witness process ({error})") from None
+    peer = Peer(connection, time.monotonic() + limit)
+    peer.send({"type": "config", "problem": judge.problem.name, "file": str(judge.request.file.resolve()),
+               "language": judge.request.language,
+               "spec": str(judge.request.spec.resolve()) if judge.request.spec else None})
+    ready = peer.receive("ready", "compile_error")
+    if ready["type"] == "compile_error":
+        raise WitnessFailed(f"the submission did not load under ncu: {str(ready.get('message'))[:300]}")
+    for shape, report in timed:
+        _witness_shape(judge, peer, shape, report)
+    peer.send({"type": "finish"})
+    return session.finish(max(limit - (time.monotonic() - (peer.deadline - limit)), 30))
+
+
+def _witness_shape(judge: Any, peer: Peer, shape: Any, report: dict[str, Any]) -> None:
+    ctx = judge.context(shape)
+    group = f"witness:{shape.shape_id}"
+    like = judge.refmod.generate_inputs(dict(shape.axes), 0, judge.device, judge.problem.distributions[0])
+    inputs, outputs, handles = judge._shared_set(ctx, like, group)
+    del like
+    try:
+        peer.send({"type": "bind", "shape": shape.shape_id, **handles})
+        if peer.receive("bound").get("error"):
+            raise WitnessFailed(f"the kernel did not bind under the witness for {shape.shape_id}")
+        for _ in range(WARMUP_CALLS + WITNESS_CALLS):
+            private = judge.write_inputs(ctx, inputs, outputs, _seed(), judge.problem.distributions[0])
+            peer.send({"type": "call"})
+            answer = peer.receive("called")
+            if answer.get("error"):
+                raise WitnessFailed(f"the kernel raised under the witness: {str(answer['error'])[:300]}")
+            status, message, _ = judge.verify(ctx, inputs, outputs, private)
+            if status != "PASSED":
+                report.update(status="REJECTED", message=(
+                    f"a call under the witness (Nsight Compute) wrote a wrong output: the kernel behaves "
+                    f"differently when profiled (class 9): {message}"))
+                report["witness_rejected"] = True
+    finally:
+        if not peer.broken:
+            peer.send({"type": "unbind"})
+            peer.receive("unbound")
+        judge.arena.free(group)
+
+
+def _seed() -> int:
+    from evaluator.harness.judge_timing import fresh_seed
+
+    return fresh_seed()
+
+
+def _apply(session: NcuSession, timed: list[tuple[Any, dict[str, Any]]], output: str) -> list[str]:
+    try:
+        rows = parse_ncu_output(output)
+    except ValueError as error:
+        return [f"no timing witness: {error}; the result is provisional, never ranked"]
+    per_shape = WARMUP_CALLS + WITNESS_CALLS
+    calls = attribute(rows, per_shape * len(timed))
+    if calls.problem:
+        return [f"no timing witness: {calls.problem}; the result is provisional, never ranked"]
+    tool = session.tool()
+    for index, (_, report) in enumerate(timed):
+        window = slice(index * per_shape + WARMUP_CALLS, (index + 1) * per_shape)
+        times, kernels = calls.per_call_us[window], calls.kernels_per_call[window]
+        if report.pop("witness_rejected", False):
+            continue
+        report["witness"] = gpu_witness(report, times, max(kernels))
+        if session.profile:
+            report["profile"] = ProfileReport(available=True, tool=tool, kernels=calls.kernels[window][-1])
+    notes = []
+    if calls.marker_us is not None:
+        notes.append(f"witness: ncu reads the {_marker_note(calls.marker_us)}")
+    return notes
+
+
+def _marker_note(marker_us: float) -> str:
+    return f"marker kernel as {marker_us:.2f} us (its per-kernel overhead is part of the tolerance)"

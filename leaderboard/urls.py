@@ -7,10 +7,13 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from leaderboard import views
 
 urlpatterns = [
-    path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("leaderboard.runner_views")),
+    path("", include("leaderboard.web.urls")),  # the website: home, problems, reports, uploads, accounts
 ]
+
+handler400 = "leaderboard.web.errors.bad_request"  # a too-large upload gets a 413 that says so
+

@@ -1,15 +1,13 @@
-"""Pages and probes of the foundation: the home page and /healthz."""
+"""Probes: /healthz. The website's pages live in ``leaderboard.web``."""
 
 from __future__ import annotations
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from leaderboard.health import check_broker, check_database
-from leaderboard.models import GpuType, Problem
 
 
 @never_cache
@@ -21,10 +19,3 @@ def healthz(request: HttpRequest) -> JsonResponse:
     healthy = database["ok"] and broker["ok"]
     body = {"status": "healthy" if healthy else "unhealthy", "database": database, "broker": broker}
     return JsonResponse(body, status=200 if healthy else 503)
-
-
-@require_GET
-def home(request: HttpRequest) -> HttpResponse:
-    problems = Problem.objects.filter(active=True).prefetch_related("shapes").order_by("name")
-    gpu_types = GpuType.objects.order_by("development_device", "key")
-    return render(request, "leaderboard/home.html", {"problems": problems, "gpu_types": gpu_types})

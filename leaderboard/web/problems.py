@@ -1,0 +1,75 @@
+"""The problem page: what to implement, t_SOL per shape and GPU type, and the rankings.
+
+``/problems/<name>/?gpu=<key>&features=1``: the GPU type tabs and the required-features filter are
+plain links and a GET form, so the page works without JavaScript and every view has a URL.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
+from django.utils.safestring import SafeString
+from django.views.decorators.http import require_GET
+
+from leaderboard.models import GpuType, Problem, RankingEntry
+from leaderboard.rankings import requires_features
+from leaderboard.web.boards import problem_board, provisional_rows, shape_boards
+from leaderboard.web.highlight import highlighted
+from leaderboard.web.history import score_history
+from leaderboard.web.sol import reference_source, shape_sol
+
+#: Users whose own trend is drawn beside the record line.
+TREND_USERS = 5
+
+
+def selected_gpu(problem: Problem, gpu_types: list[GpuType], requested: str | None) -> GpuType:
+    """The tab asked for; else the first GPU type this problem has rankings on; else the first."""
+    if requested:
+        for gpu in gpu_types:
+            if gpu.key == requested:
+                return gpu
+        raise Http404(f"no GPU type {requested!r}")
+    ranked = set(RankingEntry.objects.filter(problem=problem).values_list("gpu_type_id", flat=True).distinct())
+    return next((gpu for gpu in gpu_types if gpu.pk in ranked), gpu_types[0])
+
+
+def shape_table(problem: Problem, gpu_types: list[GpuType]) -> list[dict[str, Any]]:
+    """Every active shape with its t_SOL and bound on each GPU type that has a speed of light."""
+    gpus = [gpu for gpu in gpu_types if not gpu.development_device]
+    return [{"shape": shape, "sols": [shape_sol(problem, shape, gpu) for gpu in gpus]}
+            for shape in problem.shapes.all() if shape.active]
+
+
+@lru_cache(maxsize=64)
+def reference_html(name: str, catalogue_sha256: str) -> SafeString:
+    """Highlighted once per catalogue version (the key changes when the problem does)."""
+    problem = Problem(name=name)
+    return highlighted(reference_source(problem), "python")
+
+
+@require_GET
+def problem_page(request: HttpRequest, name: str) -> HttpResponse:
+    problem = get_object_or_404(Problem.objects.prefetch_related("shapes"), name=name, active=True)
+    gpu_types = list(GpuType.objects.order_by("development_device", "key"))
+    if not gpu_types:
+        raise Http404("no GPU types yet (manage.py sync_gpu_types)")
+    gpu = selected_gpu(problem, gpu_types, request.GET.get("gpu"))
+    require = requires_features(problem, gpu)
+    features_only = require and request.GET.get("features") == "1"
+    board = problem_board(problem, gpu, require_features=features_only)
+    leaders = [row.user for row in board.rows if row.kind == "ranked"][:TREND_USERS]
+    chart, records = score_history(problem, gpu, leaders, timezone.now())
+    return render(request, "web/problem.html", {
+        "problem": problem, "gpu_types": gpu_types, "gpu": gpu, "board": board,
+        "shape_boards": shape_boards(problem, gpu, require_features=features_only),
+        "provisional": provisional_rows(problem, gpu), "requires_features": require,
+        "required_features": problem.required_features.get(gpu.arch or "", []), "features_only": features_only,
+        "shapes": shape_table(problem, gpu_types),
+        "sol_gpus": [g for g in gpu_types if not g.development_device],
+        "chart": chart, "records": records,
+        "reference": reference_html(problem.name, problem.catalogue_sha256),
+    })

@@ -1,0 +1,217 @@
+"""The submission report, read side: per evaluation its live state, per-shape figures, roofline,
+profile, evidence, telemetry and the reason it is not ranked.
+
+Everything comes from what the site stored (Evaluation, ShapeResult, the report JSON): the page
+recomputes nothing that decides a rank. A fixed number of queries whatever the size of the report.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Prefetch
+from django.utils import timezone
+
+from leaderboard.dispatch.enqueue import max_inflight_per_user
+from leaderboard.models import (
+    TERMINAL_STATUSES,
+    Evaluation,
+    EvaluationStatus,
+    Mode,
+    RunnerNode,
+    ShapeResult,
+    Submission,
+)
+from leaderboard.rankings import meets_features
+from leaderboard.web.charts import Chart, RooflinePoint, roofline_chart
+from leaderboard.web.sol import counts_of
+
+S = EvaluationStatus
+#: Recent finished runs per GPU type whose median duration estimates a queued run's wait.
+WAIT_SAMPLE = 20
+
+
+def visible_source(submission: Submission, user: Any) -> bool:
+    """The source (and what echoes it: logs, compiler output) is its owner's until made public.
+
+    Staff see it too: operators review suspected cheating."""
+    return submission.public or user.is_staff or (user.is_authenticated and user.pk == submission.user_id)
+
+
+def may_act(submission: Submission, user: Any) -> bool:
+    return user.is_authenticated and (user.is_staff or user.pk == submission.user_id)
+
+
+def load_submission(pk: int) -> Submission | None:
+    """The submission with its evaluations, their GPU types, runners and shape results: 3 queries."""
+    shape_results = Prefetch("shape_results", queryset=ShapeResult.objects.select_related("shape"))
+    evaluations = Prefetch("evaluations", queryset=Evaluation.objects.select_related("gpu_type", "runner")
+                           .prefetch_related(shape_results).order_by("gpu_type__key", "mode", "-run_number"))
+    return (Submission.objects.select_related("problem", "user").prefetch_related(evaluations)
+            .filter(pk=pk).first())
+
+
+# ---------------------------------------------------------------- not ranked: why
+
+
+def not_ranked_reason(evaluation: Evaluation) -> str:
+    """The precise reason a finished evaluation is not on the rankings ('' when it is eligible)."""
+    if evaluation.rank_eligible and evaluation.status == S.PASSED:
+        return ""
+    report = evaluation.report or {}
+    reasons = [
+        (evaluation.mode == Mode.TEST, "a test run: only ranked mode ranks (re-submit in ranked mode)"),
+        (evaluation.status != S.PASSED, _failure_reason(evaluation)),
+        (bool(evaluation.flags), "flagged for review: " + "; ".join(str(flag) for flag in evaluation.flags)),
+        (not report.get("witnessed", False) and not evaluation.gpu_type.development_device,
+         "provisional: the timing has not been confirmed by a witness yet"),
+        (evaluation.score is None, "no score: not every ranked shape passed with speed-of-light figures"),
+    ]
+    for applies, reason in reasons:
+        if applies:
+            return reason
+    return "not eligible according to the evaluator's report"
+
+
+def _failure_reason(evaluation: Evaluation) -> str:
+    words = {S.FAILED: "incorrect", S.ERROR: "did not compile or run", S.TIMEOUT: "ran out of time",
+             S.REJECTED: "rejected by an anti-cheat check", S.CANCELLED: "cancelled"}
+    what = words.get(evaluation.status, evaluation.status)  # type: ignore[call-overload]
+    detail = evaluation.evaluator_status or ""
+    message = evaluation.message.strip().splitlines()[0] if evaluation.message.strip() else ""
+    return f"{what}{f' ({detail})' if detail else ''}{f': {message}' if message else ''}"
+
+
+def features_note(evaluation: Evaluation, submission: Submission) -> str:
+    """Whether it counts on the required-features ranking of its GPU type."""
+    problem, gpu = submission.problem, evaluation.gpu_type
+    required = problem.required_features.get(gpu.arch or "", [])
+    if not required:
+        return ""
+    if meets_features(problem, gpu, evaluation.features_met):
+        return f"uses the required features ({', '.join(required)}): on the required-features ranking"
+    return f"does not show the required features ({', '.join(required)}): not on the required-features ranking"
+
+
+# ---------------------------------------------------------------- live state
+
+
+@dataclass
+class LiveState:
+    stage: str
+    position: int | None = None
+    estimated_wait: timedelta | None = None
+    running_for: timedelta | None = None
+
+
+def live_state(evaluation: Evaluation) -> LiveState | None:
+    """Where a queued or running evaluation is; None once it has ended."""
+    if evaluation.status in TERMINAL_STATUSES:
+        return None
+    now = timezone.now()
+    if evaluation.status == S.RUNNING:
+        runner = evaluation.runner.name if evaluation.runner else "a runner"
+        return LiveState(f"running on {runner}", running_for=now - (evaluation.started_at or now))
+    ahead = Evaluation.objects.filter(gpu_type=evaluation.gpu_type, status=S.QUEUED, cancel_requested=False,
+                                      queued_at__lt=evaluation.queued_at).count()
+    stage = ("handed to the runners' queue" if evaluation.enqueued_at else
+             f"waiting on the site: at most {max_inflight_per_user()} of your evaluations per GPU type run at once")
+    return LiveState(stage, position=ahead + 1, estimated_wait=_estimated_wait(evaluation, ahead + 1))
+
+
+def _estimated_wait(evaluation: Evaluation, position: int) -> timedelta | None:
+    recent = list(Evaluation.objects.filter(gpu_type=evaluation.gpu_type, started_at__isnull=False,
+                                            finished_at__isnull=False)
+                  .order_by("-finished_at").values_list("started_at", "finished_at")[:WAIT_SAMPLE])
+    if not recent:
+        return None
+    typical = statistics.median((end - start).total_seconds() for start, end in recent)
+    cutoff = timezone.now() - timedelta(seconds=settings.SOLBOARD_RUNNER_STALE_SECONDS)
+    runners = RunnerNode.objects.filter(gpu_type=evaluation.gpu_type, last_heartbeat__gte=cutoff).count()
+    return timedelta(seconds=typical * position / max(runners, 1))
+
+
+# ---------------------------------------------------------------- per shape
+
+
+@dataclass
+class ShapeView:
+    result: ShapeResult
+    bound: str | None = None
+    witness: dict[str, Any] | None = None
+    worst: list[dict[str, Any]] = field(default_factory=list)
+    intensity: float | None = None
+
+
+def shape_views(evaluation: Evaluation) -> list[ShapeView]:
+    """Each shape result with what only the report JSON holds (bound, witness) and its worst elements."""
+    reported = {item.get("shape_id"): item for item in (evaluation.report or {}).get("shapes", [])}
+    views = []
+    for result in evaluation.shape_results.all():
+        item = reported.get(result.shape.shape_id, {})
+        counts = counts_of(result.shape)
+        views.append(ShapeView(
+            result, bound=(item.get("sol") or {}).get("bound"), witness=item.get("witness"),
+            worst=_worst_elements(result.errors),
+            intensity=counts.total_flops / counts.bytes if counts.bytes else None,
+        ))
+    return views
+
+
+def _worst_elements(errors: dict[str, Any]) -> list[dict[str, Any]]:
+    """The few worst elements over every failed trial and output, worst first."""
+    found = []
+    for trial, outputs in (errors or {}).items():
+        for output, stats in (outputs or {}).items():
+            for element in (stats or {}).get("worst", []):
+                found.append({"trial": trial, "output": output, **element})
+    return sorted(found, key=lambda e: -(e.get("abs_error") or float("inf")))[:5]
+
+
+def roofline(evaluation: Evaluation, views: list[ShapeView]) -> Chart | None:
+    """The shapes under the GPU's roofs; the compute roof is the peak of the problem's main flop class."""
+    gpu = evaluation.gpu_type
+    if gpu.development_device or not gpu.hbm_bytes_per_s:
+        return None
+    classes: dict[str, float] = {}
+    for view in views:
+        for flop_class, flops in counts_of(view.result.shape).flops.items():
+            classes[flop_class] = classes.get(flop_class, 0.0) + flops
+    main_class = max(classes, key=lambda name: classes[name]) if classes else None
+    peak = float(gpu.peaks.get(main_class, 0.0)) if main_class else 0.0
+    points = [RooflinePoint(view.result.shape.shape_id, view.intensity, view.result.tflops)
+              for view in views if view.intensity and view.result.tflops]
+    return roofline_chart(points, peak, gpu.hbm_bytes_per_s / 1e12)
+
+
+@dataclass
+class EvaluationView:
+    evaluation: Evaluation
+    live: LiveState | None
+    shapes: list[ShapeView]
+    roofline: Chart | None
+    not_ranked: str
+    features: str
+    report: dict[str, Any]
+
+
+def evaluation_view(evaluation: Evaluation, submission: Submission) -> EvaluationView:
+    views = shape_views(evaluation)
+    return EvaluationView(
+        evaluation, live_state(evaluation), views, roofline(evaluation, views),
+        not_ranked_reason(evaluation) if evaluation.is_terminal else "",
+        features_note(evaluation, submission), evaluation.report or {},
+    )
+
+
+def static_kernels(submission: Submission) -> list[dict[str, Any]]:
+    """ptxas's registers, spills and shared memory per target and kernel (PTX/CUDA uploads)."""
+    rows = []
+    for arch, found in (submission.static_evidence or {}).get("archs", {}).items():
+        for kernel in found.get("kernels", []):
+            rows.append({"arch": arch, **kernel})
+    return rows

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from evaluator.report import EvaluationReport
 from runners import sandbox
-from runners.config import REPO_ROOT
+from runners.config import REPO_ROOT, var_dir
 from runners.procs import MARKER_VARIABLE
 from runners.protocol import Job, JobResult
 from runners.slots import Slot, StateDir, safe_name
@@ -126,6 +126,7 @@ def limits_for(job: Job, slot: Slot) -> sandbox.Limits:
 def run(job: Job, ctx: Context, cancel_reason: Callable[[], str | None]) -> JobResult:
     """Run the evaluator on ``job`` in a fresh sandbox; always returns a JobResult."""
     marker = secrets.token_hex(8)
+    sandbox.become_subreaper()
     try:
         with sandbox.Scratch(ctx.state.scratch, ctx.user) as scratch:
             root = scratch.path
@@ -134,7 +135,7 @@ def run(job: Job, ctx: Context, cancel_reason: Callable[[], str | None]) -> JobR
                 sandbox.Spec(
                     argv=evaluator_argv(job, ctx, inputs), env=job_env(ctx, root, marker),
                     limits=limits_for(job, ctx.slot), stdin=f"{job.seed}\n".encode(), user=ctx.user,
-                    cancel_requested=lambda: cancel_reason() is not None,
+                    hide=hidden_state(ctx), cancel_requested=lambda: cancel_reason() is not None,
                     on_start=lambda pid: ctx.state.write_slot(
                         ctx.slot.key, job_id=job.job_id, evaluation_id=job.evaluation_id, pgid=pid, marker=marker
                     ),
@@ -145,6 +146,12 @@ def run(job: Job, ctx: Context, cancel_reason: Callable[[], str | None]) -> JobR
     except (sandbox.SandboxError, OSError) as error:
         return _result(job, ctx, "sandbox_error", f"the sandbox could not be set up: {error}")
     return to_job_result(job, ctx, result, cancel_reason())
+
+
+def hidden_state(ctx: Context) -> tuple[Path, ...]:
+    """What the runner keeps that no job may read: its state folder (outbox, other slots' jobs,
+    artifacts) and, in development, the folder with the site's SQLite files and broker."""
+    return (ctx.state.root, ctx.state.scratch, var_dir())
 
 
 @dataclass(frozen=True)
@@ -205,7 +212,7 @@ def to_job_result(job: Job, ctx: Context, result: sandbox.Result, cancel_reason:
         return _result(job, ctx, "evaluator_error", problem, stderr)
     report.sandbox.update(result.facts)
     report.sandbox["leftover_processes_killed"] = str(result.leftovers_killed)
-    report.sandbox["gaps"] = sandbox_gaps(ctx, result.facts)
+    report.sandbox["gaps"] = sandbox_gaps(ctx, result)
     return JobResult(job_id=job.job_id, evaluation_id=job.evaluation_id, runner=ctx.runner,
                      outcome="completed", report=report, log=stderr)
 
@@ -213,16 +220,13 @@ def to_job_result(job: Job, ctx: Context, result: sandbox.Result, cancel_reason:
 SHUTDOWN_REASON = "runner shutting down"
 
 
-def sandbox_gaps(ctx: Context, facts: dict[str, str]) -> str:
-    """What the runner's sandbox does not cover on this node, in words (the report shows it)."""
+def sandbox_gaps(ctx: Context, result: sandbox.Result) -> str:
+    """What the runner's sandbox did not cover on this run, in words (the report shows it): what
+    it never covers, then what the jail reported missing."""
     gaps = ["disk: a per-file size limit, no quota on the scratch folder"]
     if ctx.slot.device == "cuda":
         gaps.append("host address space not limited (CUDA reserves terabytes); GPU memory not limited")
-    if ctx.user is None:
-        gaps.append("runs as the runner's own user (the runner is not root)")
-    if not facts.get("network", "").startswith("namespace"):
-        gaps.append("network not isolated")
-    return "; ".join(gaps)
+    return "; ".join(gaps + result.gaps)
 
 
 def _parse_report(job: Job, result: sandbox.Result) -> tuple[EvaluationReport | None, str]:

@@ -1,22 +1,32 @@
-"""Exec trampoline that puts one job in its jail, then becomes the job (``os.execve``).
+"""The jail of one job: namespaces, a read-only file system, a reaping init, then the job.
 
 Run as a script with the interpreter isolated (``python -I -S runners/jail.py CONFIG -- ARGV``):
-it imports nothing from the project or site-packages, so a fresh single-threaded process does the
-privileged steps, in this order, and only then runs untrusted code:
+it imports nothing from the project or site-packages. Three processes, each single-threaded:
 
-1. new network namespace (only loopback, brought up) and, as root, a new mount namespace where
-   /tmp, /var/tmp and /dev/shm are private tmpfs (writes there vanish with the job);
-2. resource limits (CPU seconds, file size, processes, no core dumps, address space if asked);
-3. as root: drop to the job user (no supplementary groups);
-4. parent-death signal SIGKILL (set after the uid change, which clears it), umask 077, exec.
+    runner ── outer ── init (PID 1 of the job's pid namespace) ── job (execve of ARGV)
+
+1. outer: unshares the requested namespaces (network, mount, pid, IPC; plus a user namespace
+   mapping the runner's own uid when the runner is not root), brings loopback up, forks init,
+   waits for it and exits with its status. A new pid namespace only applies to children, hence
+   the fork.
+2. init: builds the job's view of the file system (``build_view``), caps SysV
+   shared memory, forks the job, writes the facts of what it did to the runner's facts pipe,
+   then reaps every process until the job exits and kills whatever the job left (as PID 1, its
+   exit would kill them anyway). It is a subreaper too, for when there is no pid namespace.
+3. job: resource limits, drop to the job user, no new privileges, parent-death signal, umask,
+   ``execve``. A failure here goes back to init on a close-on-exec pipe, so "the job started"
+   is a fact the job itself cannot forge.
 
 Why a trampoline rather than ``preexec_fn``: Popen's ``user=`` drops privileges *before*
 ``preexec_fn`` runs (so unshare would fail), and ``preexec_fn`` is unsafe in a threaded parent.
-Any failure exits with status 125 and a line starting with ``solboard-jail:`` on stderr.
+A failure before the job starts exits with status 125 and a line starting with ``solboard-jail:``.
+
+Facts (JSON lines on ``facts_fd``, merged by the runner): ``namespaces`` that applied,
+``user_namespace``, ``proc``, ``read_only`` / ``read_only_failed``, ``private`` (tmpfs masks),
+``hidden``, ``shm_limit_bytes``, ``started`` / ``error``, then ``job_exit`` and ``leftovers_killed``.
 
 Two other modes: ``--probe`` prints what this kernel allows (JSON); ``--kill-uid UID`` becomes
-UID and sends SIGKILL to every process of that user (``kill(-1)``), which also reaches processes
-that left the job's process group.
+UID and sends SIGKILL to every process of that user (``kill(-1)``).
 """
 
 from __future__ import annotations
@@ -24,19 +34,29 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import resource
 import signal
 import socket
 import struct
 import sys
+import time
 from typing import Any
 
 EXIT_JAIL_FAILED = 125
-CLONE_NEWNS = 0x00020000
-CLONE_NEWNET = 0x40000000
-MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 16384, 1 << 18
-PR_SET_PDEATHSIG = 1
-MASKED_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+NAMESPACES = {"net": 0x40000000, "mount": 0x00020000, "pid": 0x20000000, "ipc": 0x08000000}
+CLONE_NEWUSER = 0x10000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
+#: statvfs flag -> mount flag a read-only remount must keep (a user namespace may not drop them).
+KEPT_FLAGS = {os.ST_NOSUID: MS_NOSUID, os.ST_NODEV: MS_NODEV, os.ST_NOEXEC: MS_NOEXEC,
+              os.ST_NOATIME: 1024, os.ST_NODIRATIME: 2048, os.ST_RELATIME: 1 << 21}
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 4, 36, 38
+#: World-writable folders where one job could leave something for the next: each gets a fresh
+#: tmpfs (``/var/lock`` is usually a link to ``/run/lock``, which is then recreated empty).
+PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run", "/var/lock", "/run/lock")
+#: Pseudo file systems that are not storage (a fresh /proc replaces the host's).
+NOT_STORAGE = ("/proc",)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -55,7 +75,11 @@ def unshare(flags: int) -> None:
     _check(_libc.unshare(ctypes.c_int(flags)), f"unshare({flags:#x})")
 
 
-def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+def prctl(option: int, value: int) -> None:
+    _check(_libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0), f"prctl({option})")
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     encoded = [None if value is None else value.encode() for value in (source, target, fstype, data)]
     result = _libc.mount(encoded[0], encoded[1], encoded[2], ctypes.c_ulong(flags), encoded[3])
     _check(result, f"mount {target}")
@@ -72,16 +96,123 @@ def loopback_up() -> None:
         fcntl.ioctl(sock, siocsifflags, struct.pack("16sH22x", b"lo", flags | iff_up))
 
 
-def private_tmp(keep_visible: str, tmpfs_bytes: int) -> list[str]:
-    """Mount fresh tmpfs over the world-writable folders (never over the job's own scratch)."""
-    _mount("none", "/", None, MS_REC | MS_PRIVATE, None)
-    masked = []
-    for folder in MASKED_DIRS:
-        if not os.path.isdir(folder) or keep_visible.startswith(folder.rstrip("/") + "/"):
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as handle:
+        handle.write(text)
+
+
+def enter_namespaces(names: list[str], user_namespace: bool) -> None:
+    """Unshare ``names``; without root, inside a user namespace that maps only our own ids (so the
+    job, after execve, holds no capability there)."""
+    flags = sum(NAMESPACES[name] for name in names)
+    if user_namespace:
+        uid, gid = os.getuid(), os.getgid()
+        unshare(flags | CLONE_NEWUSER)
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    elif flags:
+        unshare(flags)
+    if "net" in names:
+        loopback_up()
+
+
+# --- the job's view of the file system (init, in the new mount namespace) -------------------
+
+
+def mount_points() -> list[str]:
+    """Every mount point of this mount namespace, shallowest first."""
+    with open("/proc/self/mountinfo") as handle:
+        points = [line.split()[4] for line in handle]
+    decoded = {re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), point) for point in points}
+    return sorted(decoded, key=lambda point: (point.count("/"), point))
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def remount_read_only(keep_writable: str) -> list[str]:
+    """Every mount read-only but the scratch folder's; returns the ones that refused."""
+    failed = []
+    for point in mount_points():
+        if point == keep_writable or any(_under(point, skip) for skip in NOT_STORAGE):
             continue
-        _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmpfs_bytes},mode=1777")
+        try:
+            kept = sum(flag for st_flag, flag in KEPT_FLAGS.items() if os.statvfs(point).f_flag & st_flag)
+            mount(None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
+        except (JailError, OSError) as error:
+            failed.append(f"{point} ({error})")
+    return failed
+
+
+def mask(folders: list[str], tmpfs_bytes: int, mode: str, sizes: dict[str, int] | None = None) -> list[str]:
+    """A fresh tmpfs over each folder that exists; one an earlier mask hid is recreated in it.
+    Returns the folders masked (a requested folder that does not exist is not visible either)."""
+    masked = []
+    for folder in [folder for folder in folders if os.path.isdir(folder)]:
+        if os.path.isdir(folder):
+            size = (sizes or {}).get(folder, tmpfs_bytes)
+            mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode={mode}")
+        else:
+            os.makedirs(folder, mode=0o755, exist_ok=True)
+            os.chmod(folder, int(mode, 8))
         masked.append(folder)
     return masked
+
+
+def bind_back(scratch: str, handle: int) -> None:
+    """Make the scratch folder reachable again at its own path when a mask hid it."""
+    try:
+        here = os.stat(scratch)
+        if (here.st_dev, here.st_ino) == (os.fstat(handle).st_dev, os.fstat(handle).st_ino):
+            return
+    except FileNotFoundError:
+        pass
+    parent = os.path.dirname(scratch)
+    os.makedirs(parent, mode=0o711, exist_ok=True)
+    os.makedirs(scratch, mode=0o700, exist_ok=True)
+    mount(f"/proc/self/fd/{handle}", scratch, None, MS_BIND)
+
+
+def build_view(config: dict[str, Any], pid_namespace: bool) -> dict[str, Any]:
+    """Read-only everywhere but the scratch folder; private tmpfs over the world-writable folders
+    and over the runner's state folders (the scratch folder bound back); a fresh /proc."""
+    scratch, cwd = os.path.realpath(config["scratch"]), os.getcwd()
+    mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount reaches the host
+    mount(scratch, scratch, None, MS_BIND)  # its own mount point: left writable below
+    handle = os.open(scratch, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    facts: dict[str, Any] = {"read_only_failed": remount_read_only(scratch)}
+    facts["read_only"] = not facts["read_only_failed"]
+    private = sorted({os.path.realpath(folder) for folder in PRIVATE_DIRS}, key=len)
+    facts["private"] = mask(private, int(config["tmpfs_bytes"]), "1777", {"/dev/shm": int(config["shm_bytes"])})
+    hide = sorted({os.path.realpath(folder) for folder in config.get("hide", [])}, key=len)
+    masked = mask(hide, 1 << 20, "0711")
+    facts["hidden"] = [folder for folder in hide if folder in masked or not os.path.exists(folder)]
+    if os.path.ismount("/dev/mqueue"):  # POSIX queues of the new IPC namespace, not the host's
+        mount("mqueue", "/dev/mqueue", "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    facts["proc"] = "host"
+    if pid_namespace:
+        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        facts["proc"] = "own"
+    bind_back(scratch, handle)
+    os.close(handle)
+    os.chdir(cwd)  # the working folder still named the old, now read-only, mount
+    return facts
+
+
+def cap_shared_memory(limit_bytes: int) -> int | None:
+    """SysV shared memory of this IPC namespace: at most ``limit_bytes`` (the default is unlimited,
+    and such memory escapes RLIMIT_AS)."""
+    try:
+        _write("/proc/sys/kernel/shmmax", str(limit_bytes))
+        _write("/proc/sys/kernel/shmall", str(max(1, limit_bytes // os.sysconf("SC_PAGE_SIZE"))))
+    except OSError:
+        return None
+    return limit_bytes
+
+
+# --- the job ---------------------------------------------------------------------------------
 
 
 def set_limits(config: dict[str, Any]) -> None:
@@ -105,25 +236,149 @@ def drop_privileges(uid: int, gid: int) -> None:
         raise JailError("uid did not change")
 
 
+def become_job(config: dict[str, Any], argv: list[str], init_pid: int, error_pipe: int) -> None:
+    """Runs in the forked job process: never returns (execve, or exit 125 with the reason)."""
+    try:
+        for number in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ):  # Python's choices, not the job's
+            signal.signal(number, signal.SIG_DFL)
+        set_limits(config)
+        if config.get("uid") is not None:
+            drop_privileges(int(config["uid"]), int(config["gid"]))
+        prctl(PR_SET_NO_NEW_PRIVS, 1)  # no setuid binary gives back what was dropped
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # set after the uid change, which clears it
+        if os.getppid() != init_pid:
+            raise JailError("init exited during setup")
+        os.umask(0o077)
+        os.execve(argv[0], argv, dict(os.environ))
+    except BaseException as error:  # noqa: BLE001 - every failure must reach init, then exit 125
+        os.write(error_pipe, f"{error}".encode()[:4000])
+    os._exit(EXIT_JAIL_FAILED)
+
+
+def start_job(config: dict[str, Any], argv: list[str]) -> tuple[int, str]:
+    """Fork the job; returns its pid and, when it could not exec, why (empty when it runs)."""
+    reader, writer = os.pipe2(os.O_CLOEXEC)
+    me = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        os.close(reader)
+        become_job(config, argv, me, writer)
+    os.close(writer)
+    chunks = []
+    while chunk := os.read(reader, 4096):
+        chunks.append(chunk)
+    os.close(reader)
+    return pid, b"".join(chunks).decode(errors="replace")
+
+
+def reap_until(job: int, pid_namespace: bool, grace_s: float = 10.0) -> tuple[int, int]:
+    """Reap every child until the job exits, then kill and reap what is left.
+    Returns (the job's exit code, how many leftovers were killed)."""
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == job:
+            code = os.waitstatus_to_exitcode(status)
+            break
+    killed, deadline = 0, time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        _kill_leftovers(pid_namespace)
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            time.sleep(0.01)
+            continue
+        killed += os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    return code, killed
+
+
+def _kill_leftovers(pid_namespace: bool) -> None:
+    # As PID 1, kill(-1) reaches every other process of the namespace; without a pid namespace
+    # it would reach the whole host, so then only our children (orphans come to us, a subreaper).
+    targets = [-1] if pid_namespace else _children()
+    for target in targets:
+        try:
+            os.kill(target, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _children() -> list[int]:
+    me, found = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == me and fields[0] != "Z":
+            found.append(int(entry))
+    return found
+
+
+def init(config: dict[str, Any], argv: list[str], outer: int, facts_fd: int | None, names: list[str]) -> None:
+    """PID 1 of the job's namespace (or a subreaper without one): never returns."""
+    try:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        # The outer process is outside a new pid namespace (getppid() is 0 there); should it
+        # die before this line, init is still in the runner's process group and killed with it.
+        if "pid" not in names and os.getppid() != outer:
+            raise JailError("the jail exited during setup")
+        prctl(PR_SET_CHILD_SUBREAPER, 1)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # init takes no orders from the job
+        facts: dict[str, Any] = {"namespaces": names, "user_namespace": bool(config.get("user_namespace"))}
+        if "mount" in names:
+            facts.update(build_view(config, "pid" in names))
+        if "ipc" in names:
+            facts["shm_limit_bytes"] = cap_shared_memory(int(config["shm_bytes"]))
+        job, error = start_job(config, argv)
+    except (JailError, OSError, ValueError, KeyError) as problem:
+        _report(facts_fd, {"started": False, "error": str(problem)})
+        os.write(2, f"solboard-jail: {problem}\n".encode())
+        os._exit(EXIT_JAIL_FAILED)
+    _report(facts_fd, {**facts, "started": not error, "error": error})
+    if error:
+        os.write(2, f"solboard-jail: {error}\n".encode())
+    code, killed = reap_until(job, "pid" in names)
+    _report(facts_fd, {"job_exit": code, "leftovers_killed": killed})
+    os._exit(code if code >= 0 else 128 - code)
+
+
+def _report(facts_fd: int | None, facts: dict[str, Any]) -> None:
+    if facts_fd is not None:
+        os.write(facts_fd, (json.dumps(facts) + "\n").encode())
+
+
 def enter(config: dict[str, Any], argv: list[str]) -> None:
-    parent = os.getppid()
-    flags = (CLONE_NEWNET if config.get("network_namespace") else 0) | (
-        CLONE_NEWNS if config.get("mount_namespace") else 0
-    )
-    if flags:
-        unshare(flags)
-    if config.get("network_namespace"):
-        loopback_up()
-    if config.get("mount_namespace"):
-        private_tmp(config.get("scratch", ""), int(config.get("tmpfs_bytes", 256 << 20)))
-    set_limits(config)
-    if config.get("uid") is not None:
-        drop_privileges(int(config["uid"]), int(config["gid"]))
-    _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
-    if os.getppid() != parent:  # the runner died while we were setting up
-        raise JailError("parent exited during setup")
-    os.umask(0o077)
-    os.execve(argv[0], argv, dict(os.environ))
+    """The outer process: namespaces, then init; exits as init does."""
+    facts_fd = config.get("facts_fd")
+    if facts_fd is not None:
+        os.set_inheritable(int(facts_fd), False)  # never reaches the job (close-on-exec)
+        facts_fd = int(facts_fd)
+    runner = os.getppid()
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != runner:
+        raise JailError("the runner exited during setup")
+    names = [name for name in NAMESPACES if name in config.get("namespaces", [])]
+    try:
+        enter_namespaces(names, bool(config.get("user_namespace")))
+    except (JailError, OSError) as error:
+        _report(facts_fd, {"started": False, "error": str(error)})
+        raise
+    # After the id maps (a non-dumpable process may not write its own): no ptrace of the jail
+    # by the job, even as the same uid.
+    prctl(PR_SET_DUMPABLE, 0)
+    me = os.getpid()
+    child = os.fork()
+    if child == 0:
+        init(config, argv, me, facts_fd, names)
+    _report(facts_fd, {"init_pid": child})  # the runner reaps it should this process die first
+    _, status = os.waitpid(child, 0)
+    if os.WIFSIGNALED(status):
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
 
 
 def kill_uid(uid: int) -> None:
@@ -137,29 +392,44 @@ def kill_uid(uid: int) -> None:
         pass
 
 
-def _probe_one(flags: int) -> str:
+def _probe_one(name: str, user_namespace: bool) -> bool:
+    """Can a child create namespace ``name`` (and, for mount / pid, mount a tmpfs / a proc)?"""
     pid = os.fork()
     if pid == 0:
         try:
-            unshare(flags)
-            if flags & CLONE_NEWNET:
-                loopback_up()
-            if flags & CLONE_NEWNS:
-                private_tmp("", 1 << 20)
+            enter_namespaces([name, "mount"] if name == "pid" else [name], user_namespace)
+            if name in ("mount", "pid"):
+                _probe_mount(name)
             os._exit(0)
-        except BaseException as error:  # noqa: BLE001 - report through the exit status; the text is lost
-            os.write(2, f"{error}\n".encode())
+        except BaseException:  # noqa: BLE001 - the answer is the exit status
             os._exit(1)
     _, status = os.waitpid(pid, 0)
-    return "yes" if os.waitstatus_to_exitcode(status) == 0 else "no"
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+def _probe_mount(name: str) -> None:
+    child = os.fork()  # a new pid namespace applies to children only
+    if child == 0:
+        try:
+            mount(None, "/", None, MS_REC | MS_PRIVATE)
+            if name == "pid":
+                mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+            else:
+                mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m")
+            os._exit(0)
+        except BaseException:  # noqa: BLE001
+            os._exit(1)
+    if os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) != 0:
+        raise JailError(f"cannot mount in a new {name} namespace")
 
 
 def probe() -> dict[str, Any]:
     root = os.geteuid() == 0
+    user_namespace = not root
     return {
         "root": root,
-        "network_namespace": _probe_one(CLONE_NEWNET) == "yes",
-        "mount_namespace": root and _probe_one(CLONE_NEWNS) == "yes",
+        "user_namespace": user_namespace,
+        "namespaces": [name for name in NAMESPACES if _probe_one(name, user_namespace)],
     }
 
 

@@ -1,10 +1,12 @@
-"""Finding and killing a job's processes through /proc (Linux). No third-party dependency."""
+"""Finding, killing and reaping a job's processes through /proc (Linux). No third-party dependency."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 #: Set in every job's environment (not a secret): lets a runner that is not root find processes
@@ -40,14 +42,17 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
-def kill_group(pgid: int, rounds: int = 5) -> int:
-    """SIGKILL the process group until it is empty; returns the most members seen alive."""
+def kill_group(pgid: int, rounds: int = 5, killed: set[int] | None = None) -> int:
+    """SIGKILL the process group until it is empty; returns the most members seen alive
+    (and adds them to ``killed``)."""
     seen = 0
     for _ in range(rounds):
         members = group_members(pgid)
         if not members:
             break
         seen = max(seen, len(members))
+        if killed is not None:
+            killed.update(members)
         try:
             os.killpg(pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -78,7 +83,7 @@ def _has_marker(pid: int, marker: str) -> bool:
     return f"{MARKER_VARIABLE}={marker}".encode() in environ.split(b"\0")
 
 
-def kill_marked(marker: str, rounds: int = 5) -> int:
+def kill_marked(marker: str, rounds: int = 5, killed: set[int] | None = None) -> int:
     """SIGKILL every process whose environment carries the job marker (our own uid only)."""
     me, seen = os.getpid(), 0
     for _ in range(rounds):
@@ -86,6 +91,8 @@ def kill_marked(marker: str, rounds: int = 5) -> int:
         if not pids:
             break
         seen = max(seen, len(pids))
+        if killed is not None:
+            killed.update(pids)
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -93,6 +100,54 @@ def kill_marked(marker: str, rounds: int = 5) -> int:
                 pass
         time.sleep(0.05)
     return seen
+
+
+def zombie_children() -> list[tuple[int, int | None, int]]:
+    """(pid, uid, process group) of each child of this process that has exited, unreaped."""
+    me, found = os.getpid(), []
+    for pid in _pids():
+        fields = _stat_fields(pid)
+        if fields is not None and fields[0] == "Z" and int(fields[1]) == me:
+            found.append((pid, uid_of(pid), int(fields[2])))
+    return found
+
+
+def reap_children(ours: Callable[[int, int | None, int], bool], wait_s: float = 2.0) -> int:
+    """Reap the zombie children that ``ours(pid, uid, group)`` claims; returns how many.
+
+    Never ``waitpid(-1)``: that would steal the exit status of a child some Popen still waits
+    for. Killed processes take a moment to become zombies, hence a short wait."""
+    reaped, deadline = 0, time.monotonic() + wait_s
+    while True:
+        for pid, uid, group in zombie_children():
+            if ours(pid, uid, group):
+                try:
+                    reaped += os.waitpid(pid, os.WNOHANG)[0] == pid
+                except ChildProcessError:
+                    pass
+        if time.monotonic() >= deadline or not _dying_children(ours):
+            return reaped
+        time.sleep(0.02)
+
+
+def _dying_children(ours: Callable[[int, int | None, int], bool]) -> bool:
+    """A child of ours that was killed but is not a zombie yet (or one that just became one)."""
+    me = os.getpid()
+    for pid in _pids():
+        fields = _stat_fields(pid)
+        if fields is not None and int(fields[1]) == me and ours(pid, uid_of(pid), int(fields[2])):
+            return True
+    return False
+
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def set_child_subreaper() -> None:
+    """Orphaned descendants of this process are re-parented to it rather than to init."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
 
 
 def alive(pid: int) -> bool:

@@ -1,13 +1,15 @@
-"""Run one untrusted command in a sandbox and always clean up after it (EXPLOITS.md class 15).
+"""Run one untrusted command in a sandbox and always clean up after it (EXPLOITS.md classes 15, 19).
 
-The child runs through ``runners/jail.py`` (see there for the order of the privileged steps) in
-its own session and process group, with only the environment we give it, in a fresh scratch
-folder that is its HOME, TMPDIR and cwd and that is deleted afterwards. What it prints is captured
-and capped. A wall limit (and a cancel request) kills the whole process group; afterwards every
-process of the job user is killed too, which reaches processes that called ``setsid``.
+The child runs through ``runners/jail.py`` (see there for the processes and the order of the
+privileged steps) in its own session and process group, with only the environment we give it, in
+a fresh scratch folder that is its HOME, TMPDIR and cwd and that is deleted afterwards. What it
+prints is captured and capped. A wall limit (and a cancel request) kills the whole process group;
+afterwards every process of the job user is killed too, and every child of ours that died is
+reaped (the worker that runs jobs is a subreaper: orphans of a killed jail come to it).
 
-What this machine allows is probed once (:func:`capabilities`) and written into
-``SandboxResult.facts`` so the report says which isolation applied and which did not.
+What this machine allows is probed once (:func:`capabilities`) to decide what to ask for; what
+actually applied comes back from the jail on a pipe the job never holds, and only that is written
+into ``Result.facts`` and ``Result.gaps``.
 """
 
 from __future__ import annotations
@@ -26,13 +28,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
-from runners import procs
+from runners import jailfacts, procs
 
 JAIL = Path(__file__).resolve().with_name("jail.py")
 EXIT_JAIL_FAILED = 125
 POLL_SECONDS = 0.1
+#: The jail's facts are a few lines of JSON; more is not the jail.
+FACTS_MAX_BYTES = 64 << 10
 
 
 class SandboxError(RuntimeError):
@@ -42,20 +46,21 @@ class SandboxError(RuntimeError):
 @dataclass(frozen=True)
 class Capabilities:
     root: bool
-    network_namespace: bool
-    mount_namespace: bool
+    user_namespace: bool  # not root: the namespaces below are created inside a user namespace
+    namespaces: frozenset[str]  # of "net", "mount", "pid", "ipc"
 
 
 @cache
 def capabilities() -> Capabilities:
-    """What the kernel lets us do, probed once per process in a throwaway child."""
+    """What the kernel lets us do, probed once per process in throwaway children."""
     out = subprocess.run(
         [sys.executable, "-I", "-S", str(JAIL), "--probe"], check=False, capture_output=True, text=True, timeout=30
     )
     if out.returncode != 0:
-        return Capabilities(root=os.geteuid() == 0, network_namespace=False, mount_namespace=False)
+        return Capabilities(root=os.geteuid() == 0, user_namespace=False, namespaces=frozenset())
     data = json.loads(out.stdout)
-    return Capabilities(bool(data["root"]), bool(data["network_namespace"]), bool(data["mount_namespace"]))
+    namespaces = frozenset(data["namespaces"])
+    return Capabilities(bool(data["root"]), bool(data["user_namespace"]) and bool(namespaces), namespaces)
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,14 @@ class Limits:
     address_space_bytes: int | None = None
     stdout_bytes: int = 64 << 10
     stderr_bytes: int = 64 << 10
+    #: Each private tmpfs (/tmp, /var/tmp, /run); it is memory that RLIMIT_AS does not see.
+    tmp_bytes: int = 256 << 20
+    #: /dev/shm (the evaluator's CPU shared buffers) and the IPC namespace's SysV shared memory.
+    shared_memory_bytes: int = 1 << 30
+
+
+#: Isolation a Spec may switch off (tests, diagnosis); the report then says it did not apply.
+NAMESPACES = ("net", "mount", "pid", "ipc")
 
 
 @dataclass
@@ -102,7 +115,9 @@ class Spec:
     limits: Limits
     stdin: bytes = b""
     user: JobUser | None = None
-    isolate_network: bool = True
+    disabled: frozenset[str] = frozenset()
+    #: Folders the job must not see (the runner's state): an empty tmpfs over each, scratch bound back.
+    hide: tuple[Path, ...] = ()
     cancel_requested: Callable[[], bool] = lambda: False
     on_start: Callable[[int], None] = lambda pid: None
 
@@ -118,11 +133,16 @@ class Result:
     cancelled: bool
     wall_seconds: float
     leftovers_killed: int
+    #: What the jail reported it did (JSON from jail.py, merged); empty when it never got that far.
+    jail: dict[str, Any] = field(default_factory=dict)
+    #: ``jail`` in words, for the report's ``sandbox`` field.
     facts: dict[str, str] = field(default_factory=dict)
+    gaps: list[str] = field(default_factory=list)
 
     @property
     def jail_failed(self) -> bool:
-        return self.returncode == EXIT_JAIL_FAILED and b"solboard-jail:" in self.stderr
+        """The job never started: the jail says so (a job cannot write on the jail's pipe)."""
+        return not self.jail.get("started", False)
 
 
 class Scratch:
@@ -161,13 +181,18 @@ def _force_remove(function: Callable[..., object], path: str, exc_info: object) 
         shutil.rmtree(path, ignore_errors=True)
 
 
-def jail_config(spec: Spec, scratch: Path) -> dict[str, object]:
+def jail_config(spec: Spec, scratch: Path, facts_fd: int) -> dict[str, object]:
     caps = capabilities()
     limits = spec.limits
+    namespaces = [name for name in NAMESPACES if name in caps.namespaces and name not in spec.disabled]
     return {
-        "network_namespace": spec.isolate_network and caps.network_namespace,
-        "mount_namespace": caps.mount_namespace and spec.user is not None,
+        "namespaces": namespaces,
+        "user_namespace": caps.user_namespace and bool(namespaces),
         "scratch": str(scratch),
+        "hide": [str(folder) for folder in hidden_folders(spec, scratch)],
+        "tmpfs_bytes": limits.tmp_bytes,
+        "shm_bytes": limits.shared_memory_bytes,
+        "facts_fd": facts_fd,
         "cpu_seconds": limits.cpu_seconds,
         "file_bytes": limits.file_bytes,
         # RLIMIT_NPROC counts every process of the real uid: only meaningful for a dedicated user.
@@ -178,26 +203,14 @@ def jail_config(spec: Spec, scratch: Path) -> dict[str, object]:
     }
 
 
-def describe(config: dict[str, object], spec: Spec) -> dict[str, str]:
-    caps = capabilities()
-    network = "namespace (loopback only)" if config["network_namespace"] else (
-        "NOT isolated: this kernel refused a network namespace" if spec.isolate_network else "not requested"
-    )
-    return {
-        "user": spec.user.name if spec.user else "NOT dropped: the runner is not root",
-        "network": network,
-        "tmp": "private tmpfs for /tmp, /var/tmp, /dev/shm" if config["mount_namespace"] else (
-            "shared (no mount namespace)" if caps.root else "shared (not root)"
-        ),
-        "rlimits": ", ".join(
-            f"{name}={config[name]}"
-            for name in ("cpu_seconds", "file_bytes", "processes", "address_space_bytes")
-            if config[name] is not None
-        ) + ", core=0",
-        "address_space": "limited" if config["address_space_bytes"] else "unlimited (CUDA needs it)",
-        "session": "own session and process group; killed with its group and its user",
-        "environment": "empty but PATH, HOME, TMPDIR, LANG, CUDA_VISIBLE_DEVICES, PYTHONPATH",
-    }
+def hidden_folders(spec: Spec, scratch: Path) -> list[Path]:
+    """The scratch root (other jobs' folders) and the Spec's folders, but never one that holds
+    what the job must run: the interpreter, its prefix, the PYTHONPATH (the project)."""
+    needed = [Path(sys.executable).resolve(), Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()]
+    needed += [Path(entry).resolve() for entry in spec.env.get("PYTHONPATH", "").split(":") if entry]
+    folders = [scratch.resolve().parent, *(Path(folder).resolve() for folder in spec.hide)]
+    return [folder for folder in dict.fromkeys(folders)
+            if not any(path == folder or folder in path.parents for path in needed)]
 
 
 class _CappedReader(threading.Thread):
@@ -221,31 +234,40 @@ class _CappedReader(threading.Thread):
 
 def run(spec: Spec, scratch: Path) -> Result:
     """Run ``spec.argv`` jailed in ``scratch``; never leaves a process of the job behind."""
-    config = jail_config(spec, scratch)
+    facts_read, facts_write = os.pipe()
+    config = jail_config(spec, scratch, facts_write)
     argv = [sys.executable, "-I", "-S", str(JAIL), json.dumps(config), "--", *spec.argv]
     started = time.monotonic()
     try:
         child = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            cwd=scratch, env=spec.env, start_new_session=True, close_fds=True,
+            cwd=scratch, env=spec.env, start_new_session=True, close_fds=True, pass_fds=(facts_write,),
         )
     except OSError as error:
+        os.close(facts_read)
         raise SandboxError(f"cannot start the sandboxed process: {error}") from error
+    finally:
+        os.close(facts_write)
     spec.on_start(child.pid)
     readers = [_CappedReader(child.stdout, spec.limits.stdout_bytes),
-               _CappedReader(child.stderr, spec.limits.stderr_bytes)]
+               _CappedReader(child.stderr, spec.limits.stderr_bytes),
+               _CappedReader(os.fdopen(facts_read, "rb"), FACTS_MAX_BYTES)]
     for reader in readers:
         reader.start()
     _feed_stdin(child, spec.stdin)
     timed_out, cancelled = _wait(child, spec, started)
-    leftovers = cleanup(child.pid, spec.user, spec.env.get(procs.MARKER_VARIABLE))
-    for reader in readers:
+    readers[2].join(timeout=5)
+    jail = jailfacts.parse(bytes(readers[2].data))
+    leftovers = cleanup(child.pid, spec.user, spec.env.get(procs.MARKER_VARIABLE), jail.get("init_pid"))
+    for reader in readers[:2]:
         reader.join(timeout=5)
     return Result(
-        returncode=child.returncode, stdout=bytes(readers[0].data), stderr=bytes(readers[1].data),
-        stdout_truncated=readers[0].truncated, stderr_truncated=readers[1].truncated,
+        returncode=int(jail.get("job_exit", child.returncode or 0)), stdout=bytes(readers[0].data),
+        stderr=bytes(readers[1].data), stdout_truncated=readers[0].truncated, stderr_truncated=readers[1].truncated,
         timed_out=timed_out, cancelled=cancelled, wall_seconds=time.monotonic() - started,
-        leftovers_killed=leftovers, facts=describe(config, spec),
+        leftovers_killed=leftovers + int(jail.get("leftovers_killed", 0)), jail=jail,
+        facts=jailfacts.describe(jail, config, spec.user.name if spec.user else None),
+        gaps=jailfacts.gaps(jail, config, spec.user is not None),
     )
 
 
@@ -275,27 +297,42 @@ def _wait(child: subprocess.Popen[bytes], spec: Spec, started: float) -> tuple[b
             return timed_out, cancelled
 
 
-def cleanup(pgid: int, user: JobUser | None, marker: str | None) -> int:
+def cleanup(pgid: int, user: JobUser | None, marker: str | None, init_pid: int | None = None) -> int:
     """Kill the job's process group, every process of its user, and (not root) every process
-    that still carries the job's marker variable. Returns how many survivors were killed."""
-    survivors = procs.kill_group(pgid)
+    that still carries the job's marker variable; then reap those of them that are our children
+    (the jail's init among them, should it outlive the jail). Returns how many were killed."""
+    killed: set[int] = set()
+    survivors = procs.kill_group(pgid, killed=killed)
     if user is not None:
-        survivors += kill_user(user)
+        survivors += kill_user(user, killed=killed)
     if marker:
-        survivors += procs.kill_marked(marker)
+        survivors += procs.kill_marked(marker, killed=killed)
+    candidates = killed | ({init_pid} if init_pid else set())
+    procs.reap_children(lambda pid, uid, group: pid in candidates or group == pgid
+                        or (user is not None and uid == user.uid))
     return survivors
 
 
-def kill_user(user: JobUser, rounds: int = 5) -> int:
-    killed = 0
+def kill_user(user: JobUser, rounds: int = 5, killed: set[int] | None = None) -> int:
+    most = 0
     for _ in range(rounds):
         pids = procs.pids_of_uid(user.uid)
         if not pids:
             break
-        killed = max(killed, len(pids))
+        most = max(most, len(pids))
+        if killed is not None:
+            killed.update(pids)
         subprocess.run([sys.executable, "-I", "-S", str(JAIL), "--kill-uid", str(user.uid)], check=False, timeout=30)
         time.sleep(0.05)
-    return killed
+    return most
+
+
+@cache
+def become_subreaper() -> None:
+    """Orphans of a job whose jail was killed come to this process (not to the host's init), so
+    :func:`cleanup` can kill and reap them. Call it only in a process that runs jobs, not in the
+    supervisor, whose own children (the workers) it would otherwise inherit."""
+    procs.set_child_subreaper()
 
 
 def signal_name(returncode: int) -> str:

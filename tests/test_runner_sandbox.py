@@ -104,20 +104,34 @@ def test_writes_outside_the_scratch_folder_are_refused_or_vanish(scratch_root: P
     assert b"wrote " in result.stdout  # its own HOME (the scratch folder) is writable
 
 
+def _processes_with(token: str) -> list[int]:
+    """Host pids whose command line holds ``token`` (a pid printed inside a pid namespace is not one)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and token.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 def test_a_process_that_leaves_the_group_is_killed_after_the_job(scratch_root: Path, user: object) -> None:
-    code = """
+    token = f"solboard-daemon-{os.urandom(4).hex()}"
+    code = f"""
     import os, sys, time
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
-            print(os.getpid(), flush=True); time.sleep(300)
+            os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(300)", "{token}"])
         os._exit(0)
     time.sleep(0.5)
     """
     result = run(code, scratch_root, user)  # type: ignore[arg-type]
-    daemon = int(result.stdout.split()[0])
+    assert result.returncode == 0, result.stderr
     assert result.leftovers_killed >= 1
-    assert not procs.alive(daemon)
+    assert _processes_with(token) == []
+    assert procs.zombie_children() == []
 
 
 def test_the_wall_limit_kills_the_whole_process_group(scratch_root: Path, user: object) -> None:

@@ -262,13 +262,22 @@ def run(spec: Spec, scratch: Path) -> Result:
     for reader in readers[:2]:
         reader.join(timeout=5)
     return Result(
-        returncode=int(jail.get("job_exit", child.returncode or 0)), stdout=bytes(readers[0].data),
+        returncode=_exit_code(jail, child), stdout=bytes(readers[0].data),
         stderr=bytes(readers[1].data), stdout_truncated=readers[0].truncated, stderr_truncated=readers[1].truncated,
         timed_out=timed_out, cancelled=cancelled, wall_seconds=time.monotonic() - started,
         leftovers_killed=leftovers + int(jail.get("leftovers_killed", 0)), jail=jail,
         facts=jailfacts.describe(jail, config, spec.user.name if spec.user else None),
         gaps=jailfacts.gaps(jail, config, spec.user is not None),
     )
+
+
+def _exit_code(jail: dict[str, Any], child: subprocess.Popen[bytes]) -> int:
+    """The job's own exit status as its init saw it; the jail's when the job never ran or init
+    was killed (a signal then reads as a negative number, as Popen has it)."""
+    code = jail.get("job_exit")
+    if isinstance(code, int):
+        return code
+    return child.returncode if child.returncode is not None else -signal.SIGKILL
 
 
 def _feed_stdin(child: subprocess.Popen[bytes], data: bytes) -> None:

@@ -17,6 +17,7 @@ from runners.config import (
     ConfigError,
     default_result_backend,
     env_bool,
+    env_float,
     env_int,
     env_list,
     env_path,
@@ -57,6 +58,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "leaderboard.api.errors.ErrorEnvelopeMiddleware",  # /api/: 413 before reading a body; JSON errors
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -161,6 +163,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+    "EXCEPTION_HANDLER": "leaderboard.api.errors.exception_handler",  # {"error": {code, message, field}}
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "SOLboard API",
@@ -168,6 +171,29 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
 }
+
+
+def _limits_by_key(name: str) -> dict[str, int]:
+    """``h100=50,b200=20`` -> {"h100": 50, "b200": 20}."""
+    limits = {}
+    for item in env_list(name, []):
+        key, _, value = item.partition("=")
+        if not key.strip() or not value.strip().isdigit():
+            raise ConfigError(f"{name}: {item!r} is not KEY=COUNT (e.g. h100=50)")
+        limits[key.strip()] = int(value)
+    return limits
+
+
+# The API (docs/api.md): quotas, waiting, webhooks.
+SOLBOARD_QUOTA_MAX_QUEUED = env_int("SOLBOARD_QUOTA_MAX_QUEUED", 32, minimum=1)
+SOLBOARD_QUOTA_DAILY_PER_PROBLEM = env_int("SOLBOARD_QUOTA_DAILY_PER_PROBLEM", 200, minimum=1)
+SOLBOARD_QUOTA_DAILY_BY_GPU = _limits_by_key("SOLBOARD_QUOTA_DAILY_BY_GPU")
+SOLBOARD_API_MAX_WAIT_SECONDS = env_int("SOLBOARD_API_MAX_WAIT_SECONDS", 60, minimum=1)
+SOLBOARD_WAIT_POLL_SECONDS = env_float("SOLBOARD_WAIT_POLL_SECONDS", 0.5, minimum=0.05)
+SOLBOARD_WEBHOOK_MAX_ATTEMPTS = env_int("SOLBOARD_WEBHOOK_MAX_ATTEMPTS", 8, minimum=1)
+SOLBOARD_WEBHOOK_TIMEOUT_SECONDS = env_float("SOLBOARD_WEBHOOK_TIMEOUT_SECONDS", 5.0, minimum=0.5)
+# Callback URLs on loopback/private addresses: allowed in development only (no probing of the site's network).
+SOLBOARD_WEBHOOK_ALLOW_PRIVATE = env_bool("SOLBOARD_WEBHOOK_ALLOW_PRIVATE", DEBUG)
 
 # Production: everything below switches on when DEBUG is off (`manage.py check --deploy` passes).
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

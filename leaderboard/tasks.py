@@ -104,3 +104,7 @@ def sweep() -> dict[str, int]:
 
     report = dispatch.sweep()
     return {"released": report.released, "requeued": report.requeued, "failed": report.failed}
+
+
+# ---------------------------------------------------------------- API webhooks (issue 10)
+from leaderboard.api.tasks import deliver_webhook  # noqa: E402,F401  (registers leaderboard.deliver_webhook)

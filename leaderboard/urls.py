@@ -11,6 +11,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/", include("leaderboard.api.urls")),  # the REST API (docs/api.md)
     path("", include("leaderboard.runner_views")),
     path("", include("leaderboard.web.urls")),  # the website: home, problems, reports, uploads, accounts
 ]

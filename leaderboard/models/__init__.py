@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from leaderboard.models.automation import IdempotencyRecord, SubmissionOrigin, WebhookDelivery
 from leaderboard.models.catalogue import GpuType, Problem, Shape
 from leaderboard.models.evaluations import (
     ALLOWED_TRANSITIONS,
@@ -25,6 +26,7 @@ __all__ = [
     "Evaluation",
     "EvaluationStatus",
     "GpuType",
+    "IdempotencyRecord",
     "IllegalTransition",
     "Language",
     "Mode",
@@ -36,6 +38,8 @@ __all__ = [
     "ShapeResult",
     "SourceMismatch",
     "Submission",
+    "SubmissionOrigin",
+    "WebhookDelivery",
     "sha256_text",
     "transition_allowed",
 ]

@@ -14,6 +14,8 @@ from typing import Any
 from django.db import models, transaction
 from django.utils import timezone
 
+from leaderboard.signals import evaluation_finished
+
 
 class EvaluationStatus(models.TextChoices):
     QUEUED = "queued"
@@ -124,6 +126,8 @@ class Evaluation(models.Model):
         updated = Evaluation.objects.filter(pk=self.pk, status__in=allowed_from).update(**values)
         if updated:
             self.refresh_from_db()
+            if new in TERMINAL_STATUSES:  # webhooks (leaderboard.api.webhooks) listen to this
+                evaluation_finished.send(sender=Evaluation, evaluation=self)
         return bool(updated)
 
     def save(self, *args: Any, **kwargs: Any) -> None:

@@ -1,0 +1,173 @@
+"""Submissions and evaluations as the API shows them, with feedback an optimiser loop can act on.
+
+Who sees what: the owner (and staff) see the source, the launch spec and the submission's log;
+everyone else sees status, figures and the report without its log (a kernel's stdout may echo
+its source). A passed result that its witness has not confirmed is ``provisional``: shown, never
+ranked. ``not_ranked_reason`` says exactly why a result is not in a ranking.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from django.db.models import Q
+
+from leaderboard.models import Evaluation, EvaluationStatus, Mode, Submission
+
+S = EvaluationStatus
+WAITING = (S.QUEUED, S.RUNNING)
+
+
+def can_see_private(user: Any, submission: Submission) -> bool:
+    return bool(user and user.is_authenticated and (user.is_staff or user.pk == submission.user_id))
+
+
+def overall_status(statuses: list[str]) -> str:
+    """running if any runs, queued if any waits, else finished."""
+    if S.RUNNING in statuses:
+        return "running"
+    if S.QUEUED in statuses:
+        return "queued"
+    return "finished"
+
+
+def state_token(evaluations: list[tuple[int, str]]) -> str:
+    """A short fingerprint of (evaluation id, status) pairs: it changes exactly when a status
+    changes or an evaluation is added (a re-run). Long-poll clients send it back as ``since``."""
+    text = ",".join(f"{pk}:{status}" for pk, status in sorted(evaluations))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def queue_position(evaluation: Evaluation) -> int | None:
+    """Evaluations on the same GPU type queued before this one and not started (0 = next)."""
+    if evaluation.status != S.QUEUED:
+        return None
+    earlier = Q(queued_at__lt=evaluation.queued_at) | Q(queued_at=evaluation.queued_at, pk__lt=evaluation.pk)
+    return Evaluation.objects.filter(earlier, gpu_type_id=evaluation.gpu_type_id, status=S.QUEUED).count()
+
+
+def is_provisional(evaluation: Evaluation) -> bool:
+    report = evaluation.report or {}
+    return evaluation.status == S.PASSED and not report.get("witnessed", False)
+
+
+def not_ranked_reason(evaluation: Evaluation) -> str | None:
+    """None when the result is in its ranking; else the exact reason, first one that applies."""
+    if evaluation.mode != Mode.RANKED:
+        return "test mode is never ranked: submit with mode=ranked"
+    if evaluation.status in WAITING:
+        return f"not finished ({evaluation.status})"
+    if evaluation.status != S.PASSED:
+        return f"status {evaluation.status}" + (f" ({evaluation.evaluator_status})" if evaluation.evaluator_status else "")
+    if evaluation.rank_eligible and evaluation.score is not None:
+        return None
+    report = evaluation.report or {}
+    if not report.get("witnessed", False):
+        return "provisional: " + (_unwitnessed(report) or "not every shape's ranked median was confirmed by its witness")
+    if evaluation.flags:
+        return "flagged for review: " + "; ".join(str(flag) for flag in evaluation.flags)
+    return report.get("message") or "the evaluator did not mark the result rank-eligible"
+
+
+def _unwitnessed(report: dict[str, Any]) -> str:
+    reasons = []
+    for shape in report.get("shapes", []):
+        witness = shape.get("witness")
+        if shape.get("status") != "PASSED" or (witness and witness.get("confirmed")):
+            continue
+        why = (witness or {}).get("message") or "no witness measurement"
+        reasons.append(f"{shape.get('shape_id')}: {why}")
+    return "; ".join(reasons[:5])
+
+
+def shape_feedback(shape: dict[str, Any]) -> dict[str, Any]:
+    """One shape of a report, flattened: timing, baseline, SOL, bound, worst elements, ncu headline."""
+    timing, baseline, sol = shape.get("timing") or {}, shape.get("baseline_timing") or {}, shape.get("sol") or {}
+    row: dict[str, Any] = {
+        "shape_id": shape.get("shape_id"), "ranked": shape.get("ranked"), "status": shape.get("status"),
+        "message": shape.get("message", ""), "median_us": timing.get("median_us"),
+        "ci95_us": [timing.get("ci95_low_us"), timing.get("ci95_high_us")] if timing else None,
+        "baseline_median_us": baseline.get("median_us"), "t_sol_us": sol.get("t_sol_us"),
+        "sol_fraction": sol.get("sol_fraction"), "bound": sol.get("bound"), "score": sol.get("score"),
+        "speedup": sol.get("speedup"), "witnessed": bool((shape.get("witness") or {}).get("confirmed")),
+        "worst_elements": _worst_elements(shape), "ncu": _ncu_headline(shape),
+    }
+    return row
+
+
+def _worst_elements(shape: dict[str, Any]) -> list[dict[str, Any]]:
+    for check in shape.get("checks", []):
+        if check.get("passed"):
+            continue
+        worst = [dict(item, trial=check.get("trial")) for stats in (check.get("errors") or {}).values()
+                 for item in stats.get("worst", [])]
+        if worst:
+            return worst[:8]
+    return []
+
+
+def _ncu_headline(shape: dict[str, Any]) -> dict[str, Any] | None:
+    profile = shape.get("profile") or {}
+    kernels = profile.get("kernels") or []
+    if not profile.get("available") or not kernels:
+        return None
+    top = kernels[0]
+    keys = ("name", "duration_us", "sm_throughput_pct", "dram_throughput_pct", "achieved_occupancy_pct",
+            "registers_per_thread")
+    return {key: top.get(key) for key in keys}
+
+
+def evaluation_body(evaluation: Evaluation, private: bool, with_report: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": evaluation.pk, "gpu_type": evaluation.gpu_type.key, "mode": evaluation.mode,
+        "run_number": evaluation.run_number, "status": evaluation.status,
+        "evaluator_status": evaluation.evaluator_status, "message": evaluation.message,
+        "queue_position": queue_position(evaluation), "queued_at": evaluation.queued_at,
+        "started_at": evaluation.started_at, "finished_at": evaluation.finished_at,
+        "score": evaluation.score, "rank_eligible": evaluation.rank_eligible,
+        "provisional": is_provisional(evaluation), "not_ranked_reason": not_ranked_reason(evaluation),
+        "features_met": evaluation.features_met, "flags": evaluation.flags,
+    }
+    report = evaluation.report
+    body["shapes"] = [shape_feedback(shape) for shape in (report or {}).get("shapes", [])]
+    if with_report:
+        body["report"] = report if private or report is None else {**report, "log": ""}
+    return body
+
+
+def agent_of(submission: Submission) -> dict[str, str] | None:
+    origin = getattr(submission, "origin", None)
+    if origin is None or not (origin.agent_name or origin.agent_model or origin.agent_version):
+        return None
+    return {"name": origin.agent_name, "model": origin.agent_model, "version": origin.agent_version}
+
+
+def submission_body(submission: Submission, viewer: Any, with_report: bool = True) -> dict[str, Any]:
+    private = can_see_private(viewer, submission) or submission.public
+    evaluations = list(submission.evaluations.select_related("gpu_type").order_by("id"))
+    body: dict[str, Any] = {
+        "id": submission.pk, "problem": submission.problem.name, "problem_version": submission.problem_version,
+        "language": submission.language, "user": submission.user.get_username(), "agent": agent_of(submission),
+        "created_at": submission.created_at, "source_sha256": submission.source_sha256,
+        "status": overall_status([evaluation.status for evaluation in evaluations]),
+        "state": state_token([(evaluation.pk, evaluation.status) for evaluation in evaluations]),
+        "static_evidence": submission.static_evidence,
+        "evaluations": [evaluation_body(evaluation, private, with_report) for evaluation in evaluations],
+    }
+    if private:
+        body["source"], body["launch_spec"] = submission.source, submission.launch_spec
+    return body
+
+
+def submission_summary(submission: Submission) -> dict[str, Any]:
+    """The list view's row: no source, no report."""
+    evaluations = list(submission.evaluations.all())
+    return {
+        "id": submission.pk, "problem": submission.problem.name, "language": submission.language,
+        "created_at": submission.created_at, "agent": agent_of(submission),
+        "status": overall_status([evaluation.status for evaluation in evaluations]),
+        "evaluations": [{"id": e.pk, "gpu_type": e.gpu_type.key, "mode": e.mode, "run_number": e.run_number,
+                         "status": e.status, "score": e.score, "provisional": is_provisional(e)}
+                        for e in sorted(evaluations, key=lambda e: e.pk)],
+    }

@@ -1,0 +1,292 @@
+"""Request validation and the documented shapes of every answer (drf-spectacular reads these).
+
+Input serializers check types and sizes only; what a kernel must satisfy (problem, language,
+GPU types, syntax, ptxas/nvcc, launch spec) is ``create_submission``'s job, so the API, the
+website and the CLI get the same answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from rest_framework import serializers
+
+from leaderboard.models import Language, Mode
+
+MAX_BATCH = 16
+MAX_GPU_TYPES = 8
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="Stable machine-readable code (docs/api.md lists them).")
+    message = serializers.CharField(help_text="For people; may change.")
+    field = serializers.CharField(allow_null=True, help_text="The request field at fault, if any.")
+    limit = serializers.IntegerField(required=False, help_text="413: the limit in bytes.")
+    retry_after = serializers.IntegerField(required=False, help_text="429: seconds to wait (= Retry-After).")
+    quota = serializers.DictField(required=False, help_text="429: which quota, used, limit, reset time.")
+
+
+class ErrorSerializer(serializers.Serializer):
+    error = ErrorDetailSerializer()
+
+
+class SubmitSerializer(serializers.Serializer):
+    problem = serializers.CharField(max_length=64)
+    language = serializers.ChoiceField(choices=Language.values, required=False, allow_null=True,
+                                       help_text="Default: from filename's extension (.py, .ptx, .cu), else python.")
+    gpu_types = serializers.ListField(child=serializers.CharField(max_length=32), min_length=1,
+                                      max_length=MAX_GPU_TYPES)
+    source = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    launch_spec = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
+    mode = serializers.ChoiceField(choices=Mode.values, default=Mode.TEST)
+    filename = serializers.CharField(required=False, allow_blank=True, max_length=255)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not attrs.get("language"):
+            attrs["language"] = language_for_filename(attrs.get("filename") or "")
+        return attrs
+
+
+EXTENSIONS = {".py": Language.PYTHON, ".ptx": Language.PTX, ".cu": Language.CUDA, ".cuh": Language.CUDA}
+
+
+def language_for_filename(filename: str) -> str:
+    for suffix, language in EXTENSIONS.items():
+        if filename.lower().endswith(suffix):
+            return str(language)
+    return str(Language.PYTHON)
+
+
+class BatchSerializer(serializers.Serializer):
+    submissions = serializers.ListField(child=serializers.DictField(), min_length=1,
+                                        help_text=f"Up to {MAX_BATCH} submissions, each like a single create.")
+
+
+class RerunSerializer(serializers.Serializer):
+    gpu_types = serializers.ListField(child=serializers.CharField(max_length=32), required=False, min_length=1,
+                                      max_length=MAX_GPU_TYPES, help_text="Default: every GPU type it was evaluated on.")
+    mode = serializers.ChoiceField(choices=Mode.values, required=False, help_text="Default: the latest run's.")
+
+
+class CancelSerializer(serializers.Serializer):
+    gpu_types = serializers.ListField(child=serializers.CharField(max_length=32), required=False,
+                                      help_text="Default: every evaluation still queued or running.")
+
+
+class TokenCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    agent_name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    agent_model = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    agent_version = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
+    callback_url = serializers.URLField(max_length=500, required=False, allow_blank=True, default="")
+
+    def validate_callback_url(self, value: str) -> str:
+        if value and not value.lower().startswith(("http://", "https://")):
+            raise serializers.ValidationError("the callback URL must be http:// or https://")
+        return value
+
+
+class TokenSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    prefix = serializers.CharField(help_text="The first characters of the token, to recognise it.")
+    agent_name = serializers.CharField()
+    agent_model = serializers.CharField()
+    agent_version = serializers.CharField()
+    callback_url = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    last_used_at = serializers.DateTimeField(allow_null=True)
+    revoked_at = serializers.DateTimeField(allow_null=True)
+
+
+class NewTokenSerializer(TokenSerializer):
+    token = serializers.CharField(help_text="The token itself: shown once, never again.")
+    webhook_secret = serializers.CharField(help_text="HMAC-SHA256 key of the webhooks (empty without a callback).")
+
+
+class GpuTypeSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    name = serializers.CharField()
+    arch = serializers.CharField(allow_null=True)
+    development_device = serializers.BooleanField(help_text="The CPU device: wall-clock, no SOL, ranked apart.")
+    estimated = serializers.BooleanField()
+    peaks_tflops = serializers.DictField(child=serializers.FloatField())
+    hbm_bytes_per_s = serializers.FloatField(allow_null=True)
+    link_bytes_per_s_per_direction = serializers.FloatField(allow_null=True)
+
+
+class ProblemSummarySerializer(serializers.Serializer):
+    name = serializers.CharField()
+    title = serializers.CharField()
+    kind = serializers.CharField()
+    world_size = serializers.IntegerField()
+    languages = serializers.ListField(child=serializers.CharField())
+    version = serializers.IntegerField()
+    shape_count = serializers.IntegerField()
+
+
+class SolSerializer(serializers.Serializer):
+    t_sol_us = serializers.FloatField()
+    bound = serializers.ChoiceField(choices=["compute", "memory", "link"])
+
+
+class ShapeSerializer(serializers.Serializer):
+    shape_id = serializers.CharField()
+    axes = serializers.DictField()
+    ranked = serializers.BooleanField()
+    quick = serializers.BooleanField()
+    cpu = serializers.BooleanField(help_text="Runs on the CPU development device.")
+    counts = serializers.DictField()
+    t_sol = serializers.DictField(child=SolSerializer(allow_null=True),
+                                  help_text="GPU type -> speed of light of one call (null: peaks unknown).")
+
+
+class ProblemSerializer(ProblemSummarySerializer):
+    description = serializers.CharField()
+    axes = serializers.ListField()
+    tolerance = serializers.DictField()
+    inputs = serializers.ListField()
+    outputs = serializers.ListField()
+    baseline = serializers.CharField()
+    ptx_abi = serializers.DictField(help_text="The PTX/CUDA kernel parameter ABI (docs/ptx.md).")
+    required_features = serializers.DictField(help_text="arch -> architecture features a ranked kernel uses.")
+    shapes = ShapeSerializer(many=True)
+
+
+class ShapeFeedbackSerializer(serializers.Serializer):
+    shape_id = serializers.CharField()
+    ranked = serializers.BooleanField(allow_null=True)
+    status = serializers.CharField()
+    message = serializers.CharField(allow_blank=True)
+    median_us = serializers.FloatField(allow_null=True)
+    ci95_us = serializers.ListField(child=serializers.FloatField(allow_null=True), allow_null=True)
+    baseline_median_us = serializers.FloatField(allow_null=True)
+    t_sol_us = serializers.FloatField(allow_null=True)
+    sol_fraction = serializers.FloatField(allow_null=True)
+    bound = serializers.CharField(allow_null=True, help_text="compute, memory or link.")
+    score = serializers.FloatField(allow_null=True)
+    speedup = serializers.FloatField(allow_null=True)
+    witnessed = serializers.BooleanField()
+    worst_elements = serializers.ListField(child=serializers.DictField(),
+                                           help_text="Failed correctness: output, index, expected, got.")
+    ncu = serializers.DictField(allow_null=True, help_text="Headline Nsight Compute figures of the top kernel.")
+
+
+class EvaluationSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    gpu_type = serializers.CharField()
+    mode = serializers.CharField()
+    run_number = serializers.IntegerField()
+    status = serializers.CharField(help_text="queued, running, passed, failed, error, timeout, rejected, cancelled.")
+    evaluator_status = serializers.CharField(allow_null=True)
+    message = serializers.CharField(allow_blank=True)
+    queue_position = serializers.IntegerField(allow_null=True, help_text="Queued before it on its GPU type.")
+    queued_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    score = serializers.FloatField(allow_null=True)
+    rank_eligible = serializers.BooleanField()
+    provisional = serializers.BooleanField(help_text="Passed, but its witness has not confirmed the timing.")
+    not_ranked_reason = serializers.CharField(allow_null=True)
+    features_met = serializers.BooleanField(allow_null=True)
+    flags = serializers.ListField(child=serializers.CharField())
+    shapes = ShapeFeedbackSerializer(many=True)
+    report = serializers.DictField(allow_null=True, required=False,
+                                   help_text="The evaluator's full report (docs/report-schema.json).")
+
+
+class AgentSerializer(serializers.Serializer):
+    name = serializers.CharField(allow_blank=True)
+    model = serializers.CharField(allow_blank=True)
+    version = serializers.CharField(allow_blank=True)
+
+
+class SubmissionSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    problem = serializers.CharField()
+    problem_version = serializers.IntegerField()
+    language = serializers.CharField()
+    user = serializers.CharField()
+    agent = AgentSerializer(allow_null=True)
+    created_at = serializers.DateTimeField()
+    source_sha256 = serializers.CharField()
+    status = serializers.ChoiceField(choices=["queued", "running", "finished"])
+    state = serializers.CharField(help_text="Changes exactly when a status changes: pass it as `since`.")
+    static_evidence = serializers.DictField()
+    evaluations = EvaluationSerializer(many=True)
+    source = serializers.CharField(required=False, help_text="Owner, staff, or a public submission only.")
+    launch_spec = serializers.CharField(required=False, allow_null=True)
+
+
+class SubmissionSummarySerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    problem = serializers.CharField()
+    language = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    agent = AgentSerializer(allow_null=True)
+    status = serializers.CharField()
+    evaluations = serializers.ListField(child=serializers.DictField())
+
+
+class SubmissionPageSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    next = serializers.CharField(allow_null=True)
+    previous = serializers.CharField(allow_null=True)
+    results = SubmissionSummarySerializer(many=True)
+
+
+class BatchItemSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    ok = serializers.BooleanField()
+    submission = SubmissionSerializer(required=False)
+    error = ErrorDetailSerializer(required=False)
+
+
+class BatchResultSerializer(serializers.Serializer):
+    results = BatchItemSerializer(many=True)
+
+
+class ValidationResultSerializer(serializers.Serializer):
+    ok = serializers.BooleanField()
+    language = serializers.CharField()
+    static_evidence = serializers.DictField(help_text="PTX/CUDA: registers, features, warnings per target.")
+    quota = serializers.CharField(allow_null=True, help_text="Why a real create would be refused now, if so.")
+
+
+class LeaderboardRowSerializer(serializers.Serializer):
+    rank = serializers.IntegerField()
+    user = serializers.CharField()
+    agent = AgentSerializer(allow_null=True)
+    submission_id = serializers.IntegerField()
+    evaluation_id = serializers.IntegerField()
+    language = serializers.CharField()
+    score = serializers.FloatField()
+    median_us = serializers.FloatField(allow_null=True)
+    features_met = serializers.BooleanField(allow_null=True)
+    submitted_at = serializers.DateTimeField()
+
+
+class LeaderboardSerializer(serializers.Serializer):
+    problem = serializers.CharField()
+    gpu_type = serializers.CharField()
+    shape = serializers.CharField(allow_null=True)
+    track = serializers.CharField()
+    order = serializers.CharField(help_text="score (whole problem, higher first) or median_us (per shape).")
+    count = serializers.IntegerField()
+    page = serializers.IntegerField()
+    page_size = serializers.IntegerField()
+    results = LeaderboardRowSerializer(many=True)
+
+
+class MetaSerializer(serializers.Serializer):
+    api_version = serializers.CharField()
+    max_batch = serializers.IntegerField()
+    max_wait_seconds = serializers.IntegerField(help_text="The longest ?wait= the server honours.")
+    max_source_bytes = serializers.IntegerField()
+    max_body_bytes = serializers.IntegerField()
+    user = serializers.CharField(allow_null=True)
+
+
+def max_source_bytes() -> int:
+    return int(settings.SOLBOARD_MAX_SOURCE_BYTES)

@@ -16,6 +16,8 @@ CASES = {
     "c03_swapped_storage": ({"REJECTED"}, "class 3"),
     "c04_patch_timer": ({"REJECTED"}, "patched"),
     "c04_forge_report": ({"REJECTED"}, "forged report"),
+    "c16_early_ready": ({"REJECTED"}, "forged report"),
+    "c16_patch_json_encoder": ({"REJECTED"}, "timing not confirmed"),
     "c05_cache_by_pointer": ({"REJECTED", "INCORRECT_NUMERICAL"}, ""),
     "c06_read_reference": ({"INCORRECT_NUMERICAL"}, "outside tolerance"),
     "c07_zero_inputs": ({"REJECTED"}, "class 7"),
@@ -39,7 +41,9 @@ def test_a_cheating_submission_is_never_passed(name: str) -> None:
 
 def test_every_exploit_class_has_a_fixture() -> None:
     classes = {int(path.name[1:3]) for path in CHEATS.glob("c[0-9][0-9]_*.py")}
-    assert classes == set(range(1, 15))
+    # 15, 18 and 19 (sandbox, forged broker messages, leftovers) are the runner's and the site's:
+    # tests/test_runner_sandbox.py and tests/test_dispatch_*.py; 17 (faster than light) is below.
+    assert classes == set(range(1, 15)) | {16}
 
 
 def test_the_public_seed_cheat_fools_the_public_trials_but_not_the_timed_calls_on_fresh_inputs() -> None:

@@ -91,7 +91,7 @@ class Judge:
         except ChildTimeout:
             self._timed_out()
         except ProtocolViolation as error:
-            self._set_status("REJECTED", f"forged report: {error} (class 4)")
+            self._set_status("REJECTED", f"forged report: {error} (class 16: the child spoke out of turn)")
         except ChildDied:
             self._died()
         finally:

@@ -105,7 +105,7 @@ def gpu_witness(report: dict[str, Any], times: list[float], kernels: int) -> dic
 
 def _not_confirmed(reported: float, floor: float, who: str, witness: float) -> str:
     return (f"timing not confirmed: the reported median {reported:.2f} us is below what {who} allows "
-            f"({floor:.2f} us; witnessed {witness:.2f} us)")
+            f"({floor:.2f} us; witnessed {witness:.2f} us; class 16)")
 
 
 # ---------------------------------------------------------------- the ncu session

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 from evaluator.ptx.errors import ToolchainError
 from evaluator.ptx.toolkit import SYSTEM_FOLDERS, include_folders, real_tool, toolkit_root
@@ -34,7 +35,10 @@ from evaluator.ptx.toolkit import SYSTEM_FOLDERS, include_folders, real_tool, to
 log = logging.getLogger(__name__)
 TRAMPOLINE = Path(__file__).with_name("tooljail.py")
 EXIT_JAIL_FAILED = 125
-_DIED = re.compile(r"died due to signal (\d+)")
+_DIED = re.compile(r"died due to signal (\d+)")  # nvcc's words for a tool that was killed
+# gcc's words for the same: "<strsignal> signal terminated program cc1plus"
+_CPU_SIGNAL = re.compile(r"(CPU time limit exceeded|Killed) signal terminated program")
+_FILE_SIGNAL = re.compile(r"File size limit exceeded signal terminated program")
 _OUT_OF_MEMORY = re.compile(r"out of memory|bad_alloc|memory exhausted|cannot allocate memory", re.IGNORECASE)
 
 
@@ -69,9 +73,9 @@ class JailedResult:
             return f"{tool} ran past its time limit of {limits.wall_seconds:g} s and was stopped"
         signals = {-self.returncode} if self.returncode < 0 else set()
         signals |= {int(number) for number in _DIED.findall(self.stderr)}
-        if signals & {signal.SIGXCPU, signal.SIGKILL}:
+        if signals & {signal.SIGXCPU, signal.SIGKILL} or _CPU_SIGNAL.search(self.stderr):
             return f"{tool} ran past its CPU time limit of {limits.cpu_seconds} s and was stopped"
-        if signal.SIGXFSZ in signals:
+        if signal.SIGXFSZ in signals or _FILE_SIGNAL.search(self.stderr):
             return f"{tool} wrote a file larger than its limit of {limits.file_bytes >> 20} MiB and was stopped"
         if self.returncode != 0 and _OUT_OF_MEMORY.search(self.stderr + self.stdout):
             return f"{tool} ran out of its memory limit of {limits.address_space_bytes >> 20} MiB"
@@ -89,7 +93,7 @@ class WorkFolder:
         for folder in (self.work, self.work / "tmp", self.root):
             folder.mkdir()
 
-    def __enter__(self) -> WorkFolder:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
@@ -133,16 +137,22 @@ def _config(folder: WorkFolder, limits: ToolLimits, namespaces: bool) -> dict[st
 
 def run_jailed(tool: str, args: list[str], folder: WorkFolder, limits: ToolLimits,
                namespaces: bool | None = None) -> JailedResult:
-    """Run ``tool args`` in ``folder.work``; namespaces None: wherever this machine allows them."""
+    """Run the CUDA tool ``tool`` (nvcc, ptxas) in ``folder.work``; see :func:`run_in_jail`."""
     executable = real_tool(tool)
     if executable is None:
         raise ToolchainError(f"{tool} not found on PATH nor in the nvidia wheels")
+    return run_in_jail(executable, args, folder, limits, namespaces)
+
+
+def run_in_jail(executable: Path, args: list[str], folder: WorkFolder, limits: ToolLimits,
+                namespaces: bool | None = None) -> JailedResult:
+    """Run ``executable args`` jailed; namespaces None: wherever this machine allows them."""
     use_namespaces = jail_namespaces() if namespaces is None else namespaces
     config = _config(folder, limits, use_namespaces)
     argv = [sys.executable, "-I", "-S", str(TRAMPOLINE), json.dumps(config), "--", str(executable), *args]
     result = _run(argv, folder, _environment(folder, executable), limits.wall_seconds)
     if result.returncode == EXIT_JAIL_FAILED and "solboard-tooljail:" in result.stderr:
-        raise ToolchainError(f"the {tool} jail could not be set up: {result.stderr.strip()[-500:]}")
+        raise ToolchainError(f"the jail for {executable.name} could not be set up: {result.stderr.strip()[-500:]}")
     isolation = "namespaces" if use_namespaces else "rlimits"
     return JailedResult(result.returncode, result.stdout, result.stderr, result.timed_out, isolation)
 
@@ -168,8 +178,7 @@ def _run(argv: list[str], folder: WorkFolder, env: dict[str, str], wall_seconds:
         _kill_group(child.pid)
         out, err = child.communicate()
     _kill_group(child.pid)  # anything of the compile still alive in its group
-    decode = lambda data: data.decode("utf-8", "replace")  # noqa: E731 - two uses, one line
-    return _Finished(child.returncode, decode(out), decode(err), timed_out)
+    return _Finished(child.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), timed_out)
 
 
 def _kill_group(pgid: int) -> None:

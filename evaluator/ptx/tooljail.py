@@ -137,7 +137,9 @@ def set_limits(config: dict[str, Any], uid: int) -> None:
             continue
         hard = resource.getrlimit(which)[1]  # inside a runner's job the caller may be limited already
         wanted = int(value) if hard == resource.RLIM_INFINITY else min(int(value), hard)
-        resource.setrlimit(which, (wanted, wanted))
+        # CPU: SIGXCPU at the soft limit (the compiler says so), SIGKILL a little later.
+        ceiling = wanted + 2 if which == resource.RLIMIT_CPU and hard == resource.RLIM_INFINITY else wanted
+        resource.setrlimit(which, (wanted, ceiling))
 
 
 def _give_work_folder_to(uid: int, workdir: str) -> None:

@@ -9,6 +9,7 @@ toolkit root and include flags, ``gcc -v`` its search list), so a toolkit from a
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shlex
@@ -39,7 +40,7 @@ def nvcc_variables() -> dict[str, str]:
         [str(nvcc), "--dryrun", "-ptx", "-x", "cu", os.devnull, "-o", os.devnull],
         check=False, capture_output=True, text=True, timeout=60,
     )
-    found = {}
+    found: dict[str, str] = {}
     for line in (done.stdout + done.stderr).splitlines():
         match = _DRYRUN_VARIABLE.match(line.strip())
         if match:
@@ -73,7 +74,7 @@ def toolkit_include_folders() -> tuple[Path, ...]:
     variables = nvcc_variables()
     words = shlex.split(variables.get("INCLUDES", "") + " " + variables.get("SYSTEM_INCLUDES", ""))
     folders = [word[2:] for word in words if word.startswith("-I") and len(word) > 2]
-    folders += [after for before, after in zip(words, words[1:], strict=False) if before == "-isystem"]
+    folders += [after for before, after in itertools.pairwise(words) if before == "-isystem"]
     root = toolkit_root()
     if root is not None:
         folders.append(str(root / "include"))

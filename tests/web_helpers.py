@@ -3,7 +3,7 @@
 ``gpu_report`` builds a report the way the evaluator does for a GPU run: the figures come from
 ``evaluator.scoring.sol_figures`` on the catalogue's counts and the GPU's peaks, only the kernel
 and baseline times are chosen by the test. ``evaluate`` stores it through the site's own path
-(``dispatch.store_result``: validation, ShapeResults, score, then the rankings).
+(``dispatch.store_result``: validation, ShapeResults, score; then the rankings).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from evaluator.report import (
 from evaluator.scoring import problem_score, sol_figures
 from leaderboard import dispatch
 from leaderboard.models import Evaluation, Submission
+from leaderboard.rankings import refresh_rankings_for
 from runners.protocol import JobResult, JobStarted
 
 RUNNER = "node-w:0"
@@ -43,13 +44,13 @@ def timing(median_us: float) -> TimingStats:
 
 def passed_shape(problem_name: str, gpu_key: str, axes: dict[str, int], ranked: bool, speed: float,
                  witnessed: bool) -> ShapeReport:
-    """A PASSED shape whose kernel runs ``speed`` times as fast as a baseline at 70% of SOL."""
+    """A PASSED shape whose kernel runs ``speed`` times as fast as a baseline at 50% of SOL (speed < 2)."""
     problem, spec = get_problem(problem_name), get_gpu_spec(gpu_key)
     counts = problem.counts(axes)
     from evaluator.sol import t_sol
 
     t_sol_us = t_sol(counts, spec, problem.world_size).t_sol_us
-    baseline_us = t_sol_us / 0.7
+    baseline_us = t_sol_us / 0.5
     kernel_us = baseline_us / speed
     sol = sol_figures(counts, spec, kernel_us / 1e6, baseline_us / 1e6, world_size=problem.world_size)
     shape_id = "_".join(f"{name.lower()}{value}" for name, value in axes.items())
@@ -83,8 +84,12 @@ def evaluate(evaluation: Evaluation, report: EvaluationReport) -> str:
     """Deliver ``report`` for ``evaluation`` as a runner would: started, then the result."""
     dispatch.record_started(JobStarted(job_id=str(evaluation.job_id), evaluation_id=evaluation.pk, runner=RUNNER,
                                        started_at=timezone.now().isoformat()))
-    return dispatch.store_result(JobResult(job_id=str(evaluation.job_id), evaluation_id=evaluation.pk,
-                                           runner=RUNNER, outcome="completed", report=report))
+    outcome = dispatch.store_result(JobResult(job_id=str(evaluation.job_id), evaluation_id=evaluation.pk,
+                                              runner=RUNNER, outcome="completed", report=report))
+    # The site refreshes the rankings once the storing transaction commits; a test's transaction
+    # never commits, so do it here (it only ever replaces a row with a strictly better result).
+    refresh_rankings_for(evaluation)
+    return outcome
 
 
 def submit(user: Any, problem_name: str, gpu_key: str, *, public: bool = False, source: str = SOURCE) -> Evaluation:

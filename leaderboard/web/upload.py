@@ -107,10 +107,9 @@ def upload(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         size = _too_large(request)
         if size is not None:
-            form = UploadForm()
-            form.add_error(None, f"the upload is {size} bytes; the site accepts at most "
-                                 f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE} ({_kib(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)})")
-            return render(request, "web/upload.html", {"form": form}, status=413)
+            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+            refused = f"the upload is {size} bytes; the site accepts at most {limit} ({_kib(limit)}); nothing was saved"
+            return render(request, "web/upload.html", {"form": UploadForm(), "refused": refused}, status=413)
         form = UploadForm(request.POST, request.FILES)
         if form.is_valid():
             done = _submit(request, form)

@@ -127,7 +127,9 @@ class Arena:
         pointer = int(_ok(rt.cudaMalloc(size)))
         self._pointers.setdefault(group, []).append(pointer)
         ipc = _ok(rt.cudaIpcGetMemHandle(pointer))
-        return _wrap_device(pointer, size), ("cuda_ipc", bytes(ipc.reserved).hex())
+        reserved = ipc.reserved
+        raw = reserved if isinstance(reserved, bytes) else bytes(int(v) & 0xFF for v in reserved)
+        return _wrap_device(pointer, size), ("cuda_ipc", raw.hex())
 
     def _file(self, nbytes: int, group: str) -> tuple[torch.Tensor, tuple[str, str]]:
         assert self.folder is not None, "a CPU arena needs a folder"
@@ -180,8 +182,13 @@ class Mapped:
     def _open_ipc(self, handle: BufferHandle) -> torch.Tensor:
         rt = _cudart()
         ipc = rt.cudaIpcMemHandle_t()
-        ipc.reserved = bytes.fromhex(handle.ref)
-        pointer = int(_ok(rt.cudaIpcOpenMemHandle(ipc, rt.cudaIpcMemLazyEnablePeerAccess)))
+        raw = bytes.fromhex(handle.ref)
+        try:
+            ipc.reserved = raw
+        except (TypeError, ValueError):
+            ipc.reserved = list(raw)
+        lazy_peer_access = 1  # cudaIpcMemLazyEnablePeerAccess
+        pointer = int(_ok(rt.cudaIpcOpenMemHandle(ipc, lazy_peer_access)))
         self._opened.append(pointer)
         return _wrap_device(pointer, -(-handle.nbytes // ALIGN) * ALIGN)
 

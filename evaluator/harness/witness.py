@@ -35,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -181,15 +182,20 @@ class NcuSession:
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind("\0" + self.name)
         self.listener.listen(1)
-        self.listener.settimeout(limit_s)
+        self.listener.settimeout(1.0)
         self.process = subprocess.Popen(self.command(), cwd=self.judge.scratch, env=child_env(self.judge.scratch),
                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         start_new_session=True)
         self.drain = threading.Thread(target=self._drain, name="solboard-ncu-output", daemon=True)
         self.drain.start()
-        connection, _ = self.listener.accept()
-        self.connection = connection
-        return connection
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline and self.process.poll() is None:
+            try:
+                self.connection, _ = self.listener.accept()
+                return self.connection
+            except TimeoutError:
+                continue
+        raise OSError(f"the witness process never connected: {bytes(self.output[-600:]).decode(errors='replace')}")
 
     def _drain(self) -> None:
         assert self.process.stdout is not None
@@ -197,6 +203,8 @@ class NcuSession:
             self.output += chunk
 
     def finish(self, wait_s: float) -> str:
+        if not hasattr(self, "process"):
+            return ""
         try:
             self.process.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:
@@ -210,7 +218,12 @@ class NcuSession:
         for handle in (getattr(self, "connection", None), self.listener):
             if handle is not None:
                 handle.close()
-        return bytes(self.output).decode("utf-8", errors="replace")
+        text = bytes(self.output).decode("utf-8", errors="replace")
+        dump = os.environ.get("SOLBOARD_WITNESS_DUMP")  # a folder: keep ncu's raw output (debugging)
+        if dump:
+            with open(os.path.join(dump, f"{self.name}.txt"), "w") as handle:
+                handle.write(text)
+        return text
 
     def tool(self) -> str:
         return f"{ncu_version(self.ncu)} --clock-control none --cache-control all" if self.ncu else "ncu"

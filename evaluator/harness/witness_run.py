@@ -87,7 +87,7 @@ def _session(judge: Any, session: NcuSession, timed: list[tuple[Any, dict[str, A
     for shape, report in timed:
         _witness_shape(judge, peer, shape, report)
     peer.send({"type": "finish"})
-    return session.finish(max(limit - (time.monotonic() - (peer.deadline - limit)), 30))
+    return session.finish(120)
 
 
 def _witness_shape(judge: Any, peer: Peer, shape: Any, report: dict[str, Any]) -> None:

@@ -59,8 +59,10 @@ class Cluster:
                                     "site", "-n", "site@bench", "--pool", "solo", "--without-gossip",
                                     "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING"])
         for index in range(self.count):
+            credential = self.folder / f"credential-bench{index}"  # each node signs with its own (0600)
+            self._manage("runner_credentials", "issue", f"bench{index}", "--output", str(credential))
             self._start(f"runner-{index}", [sys.executable, "-m", "runners", "--device", self.device,
-                                            "--name", f"bench{index}", "--loglevel", self.loglevel])
+                                            "--credential-file", str(credential), "--loglevel", self.loglevel])
         import django
 
         django.setup()

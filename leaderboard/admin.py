@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 
-from leaderboard.dispatch.admin_actions import cancel_selected
+from leaderboard.dispatch.admin_actions import cancel_selected, issued_page, replace_selected, revoke_selected
+from leaderboard.dispatch.credentials import new_credential
 from leaderboard.models import (
     ApiToken,
     Evaluation,
     GpuType,
     Problem,
     RankingEntry,
+    RunnerAuthFailure,
+    RunnerCredential,
     RunnerNode,
     Shape,
     ShapeResult,
@@ -63,6 +68,50 @@ class RunnerNodeAdmin(admin.ModelAdmin):
     @admin.display(boolean=True)
     def alive(self, runner: RunnerNode) -> bool:
         return runner.is_alive
+
+
+@admin.register(RunnerCredential)
+class RunnerCredentialAdmin(admin.ModelAdmin):
+    """Issue (add: the credential is shown once, on the page that follows), list, revoke. The key
+    is derived from SECRET_KEY, stored nowhere, so no page can show it again."""
+
+    list_display = ["public_id", "node_name", "key_fingerprint", "active", "created_at", "created_by",
+                    "last_used_at", "messages_accepted"]
+    list_filter = [("revoked_at", admin.EmptyFieldListFilter), "node_name"]
+    search_fields = ["public_id", "node_name", "key_fingerprint"]
+    readonly_fields = ["public_id", "key_fingerprint", "created_at", "created_by", "revoked_at", "last_used_at",
+                       "messages_accepted"]
+    actions = [revoke_selected, replace_selected]
+
+    @admin.display(boolean=True)
+    def active(self, row: RunnerCredential) -> bool:
+        return row.is_active
+
+    def get_readonly_fields(self, request: Any, obj: RunnerCredential | None = None) -> list[str]:
+        return self.readonly_fields + (["node_name"] if obj is not None else [])
+
+    def save_model(self, request: Any, obj: RunnerCredential, form: Any, change: bool) -> None:
+        if not change:
+            credential = new_credential(obj.node_name)
+            obj.public_id, obj.key_fingerprint = credential.public_id, credential.fingerprint
+            obj.created_by = str(request.user)[:150]
+            request._issued_runner_credential = credential.secret_string()
+        super().save_model(request, obj, form, change)
+
+    def response_add(self, request: Any, obj: RunnerCredential, post_url_continue: str | None = None) -> Any:
+        return issued_page(self, request, [(obj, request._issued_runner_credential)])
+
+
+@admin.register(RunnerAuthFailure)
+class RunnerAuthFailureAdmin(admin.ModelAdmin):
+    """Runner messages refused by the site (unsigned, bad MAC, stale, replayed, wrong node...)."""
+
+    list_display = ["reason", "credential", "count", "first_at", "last_at", "last_task", "last_detail"]
+    list_filter = ["reason"]
+    readonly_fields = list_display
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
 
 
 class EvaluationInline(admin.TabularInline):

@@ -24,7 +24,8 @@ from runners.config import broker_url, env_bool, env_int, env_str, var_dir
 
 GRACE_SECONDS = 20.0
 POLL_SECONDS = 0.3
-PREPARE_STEPS = (["migrate", "--noinput"], ["sync_gpu_types"], ["sync_problems"])
+# runner_credentials dev: the local runner signs its messages with a credential issued here (0600 in var/).
+PREPARE_STEPS = (["migrate", "--noinput"], ["sync_gpu_types"], ["sync_problems"], ["runner_credentials", "dev"])
 
 
 @dataclass

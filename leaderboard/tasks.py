@@ -28,13 +28,13 @@ def ping(self: Any) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- runner-facing tasks (issue 5)
-# Thin: validate the plain-JSON message with its protocol model, then call leaderboard.dispatch.
-# A malformed message is logged and dropped (acked): redelivering it would fail the same way.
+# Thin: leaderboard.dispatch.inbox authenticates the message (runner credential, HMAC, time window,
+# nonce, node name), validates it with its protocol model, then calls leaderboard.dispatch. A
+# message that fails either is logged and dropped (acked): redelivering it would fail the same way.
 
 import logging
 
 from django.db import OperationalError
-from pydantic import ValidationError
 
 from runners.protocol import (
     SITE_HEARTBEAT_TASK,
@@ -56,29 +56,24 @@ _DB_RETRY = {"autoretry_for": (OperationalError,), "retry_backoff": True, "retry
            **_DB_RETRY)
 def store_result(payload: dict[str, Any]) -> str:
     from leaderboard import dispatch
+    from leaderboard.dispatch.inbox import receive
 
-    try:
-        result = JobResult.model_validate(payload)
-    except ValidationError as error:
-        _runner_log.error("malformed result dropped: %s", error)
-        return "malformed"
-    outcome = dispatch.store_result(result)
-    _runner_log.info("result %s of evaluation %s from %s: %s", result.job_id, result.evaluation_id,
-                     result.runner, outcome)
-    return outcome
+    def store(result: JobResult) -> str:
+        outcome = dispatch.store_result(result)
+        _runner_log.info("result %s of evaluation %s from %s: %s", result.job_id, result.evaluation_id,
+                         result.runner, outcome)
+        return outcome
+
+    return receive(SITE_RESULT_TASK, payload, JobResult, store)
 
 
 @site_task(name=SITE_STARTED_TASK, queue=SITE_QUEUE, time_limit=60, soft_time_limit=50, acks_late=True,
            **_DB_RETRY)
 def job_started(payload: dict[str, Any]) -> str:
     from leaderboard import dispatch
+    from leaderboard.dispatch.inbox import receive
 
-    try:
-        message = JobStarted.model_validate(payload)
-    except ValidationError as error:
-        _runner_log.error("malformed job_started dropped: %s", error)
-        return "malformed"
-    return dispatch.record_started(message)
+    return receive(SITE_STARTED_TASK, payload, JobStarted, dispatch.record_started)
 
 
 @site_task(name=SITE_HEARTBEAT_TASK, queue=SITE_QUEUE, time_limit=120, soft_time_limit=100)
@@ -86,13 +81,15 @@ def runner_heartbeat(payload: dict[str, Any]) -> str:
     """Record the heartbeat, then sweep if this worker has not swept for a while (so the sweeper
     runs wherever runners are alive, without a beat process)."""
     from leaderboard import dispatch
+    from leaderboard.dispatch.inbox import receive
 
-    try:
-        beat = Heartbeat.model_validate(payload)
-    except ValidationError as error:
-        _runner_log.error("malformed heartbeat dropped: %s", error)
-        return "malformed"
-    dispatch.record_heartbeat(beat)
+    def record(beat: Heartbeat) -> str:
+        dispatch.record_heartbeat(beat)
+        return "recorded"
+
+    outcome = receive(SITE_HEARTBEAT_TASK, payload, Heartbeat, record)
+    if outcome != "recorded":
+        return outcome
     swept = dispatch.maybe_sweep()
     return "recorded" if swept is None else f"recorded; swept {swept}"
 

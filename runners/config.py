@@ -129,8 +129,33 @@ def default_result_backend() -> str:
     return f"db+sqlite:///{var_dir() / 'results.sqlite3'}"
 
 
+#: A 0600 file holding the broker URL, for hosts that keep its password out of the environment.
+BROKER_URL_FILE_VARIABLE = "SOLBOARD_BROKER_URL_FILE"
+
+
 def broker_url() -> str:
-    return env_str("CELERY_BROKER_URL") or default_broker_url()
+    """CELERY_BROKER_URL, else the URL in the file SOLBOARD_BROKER_URL_FILE names, else the
+    embedded broker."""
+    named = env_str(BROKER_URL_FILE_VARIABLE)
+    return env_str("CELERY_BROKER_URL") or (broker_url_from_file(Path(named)) if named else default_broker_url())
+
+
+def broker_url_from_file(path: Path) -> str:
+    """The URL in a file only its owner may read (a broker password must not leak to the host)."""
+    from runners.signing import CredentialError, read_private_file
+
+    try:
+        url = read_private_file(path, "broker URL")
+    except CredentialError as error:
+        raise ConfigError(str(error)) from None
+    if "://" not in url:
+        raise ConfigError(f"broker URL file {path} does not hold a URL (scheme://...)")
+    return url
+
+
+def default_credential_file() -> Path:
+    """Where ``make run`` writes its runner's credential and where a runner looks last."""
+    return var_dir() / "runner-credential"
 
 
 def sqlite_path_of(url: str) -> Path | None:

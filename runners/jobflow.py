@@ -33,6 +33,13 @@ from runners.protocol import (
     JobResult,
     JobStarted,
 )
+from runners.signing import (
+    CREDENTIAL_VARIABLE,
+    Credential,
+    CredentialError,
+    credential_from_environment,
+    sign,
+)
 from runners.slots import Slot, StateDir, read_json, write_json
 
 log = logging.getLogger(__name__)
@@ -47,14 +54,26 @@ def now_iso() -> str:
 
 
 class Messenger:
-    """Sends runner -> site messages by task name (the runner never imports the site's code)."""
+    """Sends runner -> site messages by task name (the runner never imports the site's code),
+    each signed with the node's credential (runners/signing.py): the site drops unsigned ones.
 
-    def __init__(self, app: Celery) -> None:
+    Workers find the credential in SOLBOARD_RUNNER_CREDENTIAL, set by the node supervisor."""
+
+    def __init__(self, app: Celery, credential: Credential | None = None) -> None:
         self.app = app
+        self.credential = credential
+
+    def _credential(self) -> Credential:
+        if self.credential is None:
+            self.credential = credential_from_environment()
+        if self.credential is None:
+            raise CredentialError(f"no runner credential: {CREDENTIAL_VARIABLE} is not set")
+        return self.credential
 
     def send(self, task: str, payload: dict[str, Any], expires: float | None = None) -> None:
+        signed = sign(task, payload, self._credential())
         self.app.send_task(
-            task, args=[payload], queue=SITE_QUEUE, expires=expires, retry=True,
+            task, args=[signed], queue=SITE_QUEUE, expires=expires, retry=True,
             retry_policy={"max_retries": 10, "interval_start": 0.5, "interval_step": 1, "interval_max": 5},
         )
 

@@ -3,7 +3,9 @@ a control worker, heartbeats, restarts, and a clean stop on Ctrl-C / SIGTERM.
 
 Process tree: supervisor -> ``celery worker`` per slot (own session, dies with the supervisor)
 -> one jailed evaluator per job (own session, dies with its worker). Nothing here talks to a
-database: the broker URL is the only credential a node holds.
+database: a node holds the broker URL and its runner credential (the key that signs what it sends
+to the site), and hands both to its workers through the environment, never on a command line:
+/proc/<pid>/cmdline is readable by every user of the host.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from runners import calibration, gpus, heartbeat, jobflow, sandbox
 from runners.celery_app import SUPERVISOR_PID_VARIABLE, build_app
 from runners.config import REPO_ROOT, var_dir
 from runners.protocol import GpuInfo, JobResult, control_queue
+from runners.signing import CREDENTIAL_FILE_VARIABLE, CREDENTIAL_VARIABLE, Credential
 from runners.slots import CPU_SLOT, Slot, StateDir, claim_job_user, plan_slots
 
 log = logging.getLogger(__name__)
@@ -38,6 +41,7 @@ class NodeError(RuntimeError):
 class NodeConfig:
     name: str
     broker_url: str
+    credential: Credential
     device: str = "auto"
     gpu_indices: list[int] | None = None
     state_dir: Path | None = None
@@ -140,7 +144,7 @@ class Node:
             check_job_user_can_run(self._job_user(slot), self.state.scratch)
             jobflow.health_file(self.state, slot.key).unlink(missing_ok=True)
         self.calibrations = self._calibrate()
-        self.messenger = jobflow.Messenger(build_app(self.config.broker_url))
+        self.messenger = jobflow.Messenger(build_app(self.config.broker_url), self.config.credential)
         self.workers = [self._worker(slot) for slot in self.slots] + [self._control_worker()]
 
     def _job_user(self, slot: Slot) -> sandbox.JobUser | None:
@@ -158,8 +162,10 @@ class Node:
 
     def _base_env(self) -> dict[str, str]:
         env = dict(os.environ)
+        env.pop(CREDENTIAL_FILE_VARIABLE, None)  # the value itself follows: one source for workers
         env.update({
-            "CELERY_BROKER_URL": self.config.broker_url, "PYTHONPATH": str(REPO_ROOT),
+            "CELERY_BROKER_URL": self.config.broker_url, CREDENTIAL_VARIABLE: self.config.credential.secret_string(),
+            "PYTHONPATH": str(REPO_ROOT),
             "SOLBOARD_RUNNER_NODE": self.config.name, "SOLBOARD_RUNNER_STATE": str(self.state.root),
             "SOLBOARD_RUNNER_SCRATCH": str(self.state.scratch), SUPERVISOR_PID_VARIABLE: str(os.getpid()),
             "CUDA_DEVICE_ORDER": "PCI_BUS_ID",

@@ -29,10 +29,12 @@ from django.test import override_settings
 from test_runner_harness import HANGING_KERNEL, RunnerProcess, isolated_broker, traversable_folder
 
 from leaderboard import dispatch
-from leaderboard.models import Evaluation, RankingEntry, RunnerNode, ShapeResult
+from leaderboard.dispatch import credentials
+from leaderboard.models import Evaluation, RankingEntry, RunnerAuthFailure, RunnerNode, ShapeResult
 from leaderboard.submissions import create_submission
 from runners.celery_app import build_app
 from runners.protocol import SITE_QUEUE, SITE_RESULT_TASK
+from runners.signing import sign
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parent.parent
@@ -63,7 +65,8 @@ class Cluster:
     runners: list[RunnerProcess]
 
     def runner(self, name: str) -> RunnerProcess:
-        runner = RunnerProcess(name, self.broker, self.folder, self.env).start()
+        _, credential = credentials.issue(name, created_by="test")  # the site knows its key
+        runner = RunnerProcess(name, self.broker, self.folder, self.env, credential=credential).start()
         self.runners.append(runner)
         return runner
 
@@ -168,9 +171,11 @@ def test_a_submission_reaches_the_cpu_runner_and_comes_back_as_a_stored_ranked_r
     assert evaluation.score is not None and 0 < evaluation.score < 1
     assert evaluation.shape_results.count() == len(evaluation.report["shapes"]) == 2
     assert evaluation.runner.name == f"{runner_a.name}:cpu" and evaluation.attempts == 1
-    row = RankingEntry.objects.get(problem__name="vector_add", gpu_type__key="cpu", shape=None, track="all",
-                                   user__username="carol")
-    assert row.evaluation_id == evaluation.pk
+    # Ranked (in the development ranking) only once the judge's clock confirmed every median.
+    assert evaluation.rank_eligible is evaluation.report["witnessed"]
+    rows = RankingEntry.objects.filter(problem__name="vector_add", gpu_type__key="cpu", shape=None, track="all",
+                                       user__username="carol")
+    assert [row.evaluation_id for row in rows] == ([evaluation.pk] if evaluation.report["witnessed"] else [])
 
 
 def test_the_same_result_delivered_twice_through_the_broker_is_recorded_once(
@@ -180,9 +185,13 @@ def test_the_same_result_delivered_twice_through_the_broker_is_recorded_once(
     replay = {"job_id": str(evaluation.job_id), "evaluation_id": evaluation.pk, "runner": evaluation.runner.name,
               "outcome": "completed", "report": evaluation.report}
     app = build_app(cluster.broker)
-    for _ in range(2):
-        app.send_task(SITE_RESULT_TASK, args=[replay], queue=SITE_QUEUE)
-    time.sleep(4)
+    signed = sign(SITE_RESULT_TASK, replay, runner_a.credential)
+    for payload in (signed, signed, replay):  # a re-send, an exact replay, an unsigned forgery
+        app.send_task(SITE_RESULT_TASK, args=[payload], queue=SITE_QUEUE)
+    deadline = time.monotonic() + 30
+    while RunnerAuthFailure.objects.filter(reason__in=("replay", "unsigned")).count() < 2:
+        assert time.monotonic() < deadline, "the site worker did not refuse the replay and the forgery"
+        time.sleep(0.3)
     assert list(ShapeResult.objects.filter(evaluation=evaluation).values_list("id", flat=True)) == rows
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dispatch_reports import with_witness
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 from test_runner_harness import messages_on
@@ -99,7 +100,7 @@ def test_create_submission_refuses_bad_input(alice: Any, gpu_types: Any, problem
 def test_a_completed_cpu_report_is_stored_with_a_development_score(evaluation: Evaluation,
                                                                     cpu_report: dict[str, Any]) -> None:
     assert started(evaluation) == "running"
-    assert dispatch.store_result(completed(evaluation, cpu_report)) == "stored passed"
+    assert dispatch.store_result(completed(evaluation, with_witness(cpu_report))) == "stored passed"
     evaluation.refresh_from_db()
     shapes = cpu_report["shapes"]
     expected = 1.0

@@ -3,7 +3,9 @@
 - ``isolated_broker``: the embedded SQLite broker in a temporary folder, or, when
   CELERY_BROKER_URL names Redis, a dedicated Redis database with our queues purged.
 - ``SiteQueue``: reads what runners send to the ``site`` queue, as a site worker would receive it.
-- ``RunnerProcess``: ``python -m runners`` as a subprocess, always stopped (and killed) at the end.
+- ``RunnerProcess``: ``python -m runners`` as a subprocess, always stopped (and killed) at the end,
+  signing with a credential of its own (``local_credential`` when no site issued one), read from a
+  0600 file.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -27,6 +30,7 @@ from kombu import Connection
 from runners import procs
 from runners.celery_app import build_app
 from runners.protocol import RUNNER_TASK, SITE_QUEUE, Job, JobLimits, gpu_queue
+from runners.signing import Credential, write_private_file
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_VECTOR_ADD = (REPO / "examples" / "python" / "vector_add.py").read_text()
@@ -117,11 +121,20 @@ def send_job(broker: str, job: Job) -> None:
     app.send_task(RUNNER_TASK, args=[job.model_dump(mode="json")], queue=gpu_queue(job.gpu_type, job.gpu_count))
 
 
-class RunnerProcess:
-    """A CPU runner node in a subprocess, with its own state folder and log."""
+def local_credential(node: str) -> Credential:
+    """A credential no site issued: for tests that play the site themselves (no database)."""
+    return Credential(node=node, public_id=f"rctest{secrets.token_hex(4)}", key=secrets.token_bytes(32))
 
-    def __init__(self, name: str, broker: str, var: Path, extra_env: dict[str, str] | None = None) -> None:
+
+class RunnerProcess:
+    """A CPU runner node in a subprocess, with its own state folder, log and credential file."""
+
+    def __init__(self, name: str, broker: str, var: Path, extra_env: dict[str, str] | None = None,
+                 credential: Credential | None = None) -> None:
         self.name, self.var = name, var
+        self.credential = credential or local_credential(name)
+        self.credential_file = var / f"credential-{name}"
+        write_private_file(self.credential_file, self.credential.secret_string())
         self.log = var / f"runner-{name}.log"
         self.env = {**os.environ, "SOLBOARD_VAR": str(var), "CELERY_BROKER_URL": broker,
                     "SOLBOARD_HEARTBEAT_SECONDS": "1", "PYTHONUNBUFFERED": "1", **(extra_env or {})}
@@ -134,7 +147,8 @@ class RunnerProcess:
     def start(self) -> RunnerProcess:
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "runners", "--device", "cpu", "--name", self.name, "--loglevel", "INFO"],
+                [sys.executable, "-m", "runners", "--device", "cpu", "--name", self.name,
+                 "--credential-file", str(self.credential_file), "--loglevel", "INFO"],
                 cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                 preexec_fn=_die_with_the_test)  # noqa: PLW1509 - one prctl call, no locks taken
         return self

@@ -29,6 +29,7 @@ from test_runner_harness import (
 from runners import procs
 from runners.celery_app import build_app
 from runners.protocol import CONTROL_TASK, ControlMessage, JobLimits, control_queue
+from runners.signing import message_mac, unsigned
 from runners.slots import JOB_USER_POOL
 
 pytestmark = pytest.mark.integration
@@ -88,7 +89,8 @@ def attempt(what, action):
         print("ATTACK", what, "blocked:", type(error).__name__, file=sys.stderr)
 
 attempt("network", lambda: socket.create_connection(("127.0.0.1", {port}), timeout=3))
-print("ATTACK secret", os.environ.get("SOLBOARD_PLANTED_SECRET"), os.environ.get("CELERY_BROKER_URL"), file=sys.stderr)
+print("ATTACK secret", os.environ.get("SOLBOARD_PLANTED_SECRET"), os.environ.get("CELERY_BROKER_URL"),
+      os.environ.get("SOLBOARD_RUNNER_CREDENTIAL"), file=sys.stderr)
 attempt("write", lambda: open("{outside}", "w").write("owned"))
 if os.fork() == 0:
     os.setsid()
@@ -113,12 +115,38 @@ def test_a_submission_that_attacks_the_runner_is_contained_and_reported(node: No
     text = result["report"]["log"] + result["log"]
     assert "SUCCEEDED" not in text or os.geteuid() != 0, text
     assert "hunter2" not in str(result) and node.broker not in str(result)
+    assert node.runner.credential.secret_string() not in str(result)
     assert accepted == [] or os.geteuid() != 0
     assert not outside.exists() or os.geteuid() != 0
     assert int(result["report"]["sandbox"]["leftover_processes_killed"]) >= 1
     user = result["report"]["sandbox"]["user"]
     if user in JOB_USER_POOL:  # nothing of this job's user survives it (its daemon included)
         assert procs.pids_of_uid(pwd.getpwnam(user).pw_uid) == []
+
+
+def test_every_message_the_node_sends_is_signed_with_its_credential(node: Node) -> None:
+    job = make_job(10)
+    send_job(node.broker, job)
+    node.site.result_of(job.job_id)
+    credential = node.runner.credential
+    assert {task for task, _ in node.site.seen} >= {"leaderboard.store_result", "leaderboard.job_started",
+                                                    "leaderboard.runner_heartbeat"}
+    for task, payload in node.site.seen:
+        body, auth = unsigned(payload)
+        assert auth["credential"] == credential.public_id and len(auth["nonce"]) == 32
+        assert auth["mac"] == message_mac(credential.key, task, body, credential.public_id, auth["ts"], auth["nonce"])
+    nonces = [payload["auth"]["nonce"] for _, payload in node.site.seen]
+    assert len(set(nonces)) == len(nonces)
+
+
+def test_no_process_of_the_node_has_a_secret_on_its_command_line(node: Node) -> None:
+    secret = node.runner.credential.secret_string()
+    key = secret.rsplit(":", 1)[1]
+    tree = node.runner.tree()
+    assert len(tree) >= 3  # the supervisor, a slot worker, the control worker
+    for pid in tree:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        assert key not in argv and "SOLBOARD_RUNNER_CREDENTIAL=" not in argv, argv
 
 
 def test_a_hanging_kernel_times_out_and_the_runner_takes_the_next_job(node: Node) -> None:

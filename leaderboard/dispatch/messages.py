@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from leaderboard.dispatch import scoring
+from leaderboard.dispatch import store
 from leaderboard.dispatch.enqueue import INFLIGHT, release_pending, send_control
 from leaderboard.models import Evaluation, EvaluationStatus, GpuType, RunnerNode
 from runners.protocol import Heartbeat, JobResult, JobStarted, parse_gpu_queue
@@ -73,13 +73,23 @@ def store_result(result: JobResult) -> str:
         return f"ignored: already {evaluation.status}"
     if str(evaluation.job_id) != result.job_id:
         return "ignored: stale job id"
-    if evaluation.status == S.RUNNING and evaluation.runner and evaluation.runner.name != result.runner:
-        return f"ignored: assigned to {evaluation.runner.name}, not {result.runner}"
+    claimed_by = _claimant(evaluation)
+    if claimed_by is not None and claimed_by != result.runner:
+        return f"ignored: claimed by {claimed_by}, not {result.runner}"
+    if evaluation.status == S.QUEUED and evaluation.enqueued_at is None:
+        return "ignored: not handed to any runner"
     with transaction.atomic():
         outcome = _apply(evaluation, result)
     if outcome.startswith("stored"):
         transaction.on_commit(lambda: _after_terminal(evaluation.pk), robust=True)
     return outcome
+
+
+def _claimant(evaluation: Evaluation) -> str | None:
+    """The runner whose job_started (or heartbeat) claimed this delivery: only it may answer."""
+    if evaluation.status == S.RUNNING and evaluation.runner is not None:
+        return evaluation.runner.name
+    return None
 
 
 def _apply(evaluation: Evaluation, result: JobResult) -> str:
@@ -88,7 +98,7 @@ def _apply(evaluation: Evaluation, result: JobResult) -> str:
     if evaluation.status == S.QUEUED:  # its job_started was lost: the result proves it ran
         evaluation.transition(S.RUNNING, expected=(S.QUEUED,), runner=runner_node(result.runner))
     if result.outcome == "completed" and result.report is not None:
-        return scoring.store_report(evaluation, result)
+        return store.store_report(evaluation, result)
     status = {"cancelled": S.CANCELLED, "timeout": S.TIMEOUT}.get(result.outcome, S.ERROR)
     message = result.message or result.outcome
     done = evaluation.transition(status, expected=(S.RUNNING,), message=message, log=result.log)

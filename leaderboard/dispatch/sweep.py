@@ -28,6 +28,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from leaderboard.dispatch.enqueue import release_pending
+from leaderboard.dispatch.inbox import purge_nonces
 from leaderboard.dispatch.messages import requeue_or_fail
 from leaderboard.models import Evaluation, EvaluationStatus
 from runners.config import BROKER_VISIBILITY_TIMEOUT_S, env_float
@@ -95,6 +96,7 @@ def sweep() -> SweepReport:
         report.requeued += outcome == "requeued"
         report.failed += outcome == "stored error"
     report.released = release_pending()
+    purge_nonces()
     return report
 
 

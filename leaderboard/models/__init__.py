@@ -15,7 +15,7 @@ from leaderboard.models.evaluations import (
     transition_allowed,
 )
 from leaderboard.models.rankings import RankingEntry, RankingTrack
-from leaderboard.models.runners import RunnerNode
+from leaderboard.models.runners import RunnerAuthFailure, RunnerCredential, RunnerMessageNonce, RunnerNode
 from leaderboard.models.submissions import Language, SourceMismatch, Submission, sha256_text
 from leaderboard.models.tokens import ApiToken
 
@@ -33,6 +33,9 @@ __all__ = [
     "Problem",
     "RankingEntry",
     "RankingTrack",
+    "RunnerAuthFailure",
+    "RunnerCredential",
+    "RunnerMessageNonce",
     "RunnerNode",
     "Shape",
     "ShapeResult",

@@ -18,12 +18,25 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 
-from runners.config import broker_url, env_bool, env_int, env_str, var_dir
+from runners.config import (
+    broker_url,
+    default_result_backend,
+    env_bool,
+    env_int,
+    env_str,
+    sqlite_path_of,
+    var_dir,
+)
+from runners.private_state import create_private_file, make_private_dir, tighten_var
 
 GRACE_SECONDS = 20.0
 POLL_SECONDS = 0.3
+#: Files the supervisor, the web server and the site worker create are theirs alone (var/: database,
+#: broker, results, keys). The runner keeps 022: as root it writes a job's inputs for the job user.
+PRIVATE_UMASK, RUNNER_UMASK = 0o077, 0o022
 # runner_credentials dev: the local runner signs its messages with a credential issued here (0600 in var/).
 PREPARE_STEPS = (["migrate", "--noinput"], ["sync_gpu_types"], ["sync_problems"], ["runner_credentials", "dev"])
 
@@ -32,6 +45,7 @@ PREPARE_STEPS = (["migrate", "--noinput"], ["sync_gpu_types"], ["sync_problems"]
 class Child:
     name: str
     argv: list[str]
+    umask: int = PRIVATE_UMASK
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -89,8 +103,23 @@ def children(args: argparse.Namespace) -> list[Child]:
     if importlib.util.find_spec("runners.cli") is None:
         print("solboard dev: no runner node in this tree (runners/cli.py); web and site worker only", flush=True)
         return procs
-    procs.append(Child("runner", solboard("runner", "--device", args.device)))
+    procs.append(Child("runner", solboard("runner", "--device", args.device), umask=RUNNER_UMASK))
     return procs
+
+
+def prepare_var(env: dict[str, str]) -> None:
+    """var/ 0700 and its files 0600 before any child starts: the SQLite files are created 0600 now,
+    and what an older checkout left readable to others is tightened (and said)."""
+    var = Path(env["SOLBOARD_VAR"])
+    make_private_dir(var)
+    changed = tighten_var(var)
+    if changed:
+        print(f"solboard dev: {len(changed)} path(s) in {var} were readable by others; now private", flush=True)
+    urls = (env.get("DATABASE_URL") or f"sqlite:///{var / 'db.sqlite3'}", env["CELERY_BROKER_URL"],
+            env.get("CELERY_RESULT_BACKEND") or default_result_backend())
+    for path in (sqlite_path_of(url) for url in urls):
+        if path is not None:
+            create_private_file(path)
 
 
 def prepare(env: dict[str, str]) -> int:
@@ -117,7 +146,7 @@ def start(child: Child, env: dict[str, str]) -> None:
     preexec = _die_with_parent if sys.platform.startswith("linux") else None
     # The supervisor is single-threaded, so preexec_fn is safe here.
     child.process = subprocess.Popen(
-        child.argv, env=env, start_new_session=True, preexec_fn=preexec  # noqa: PLW1509
+        child.argv, env=env, start_new_session=True, umask=child.umask, preexec_fn=preexec  # noqa: PLW1509
     )
     print(f"solboard dev: started {child.name} (pid {child.process.pid})", flush=True)
 
@@ -181,7 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(list(argv or []))
     signal.signal(signal.SIGINT, Stop.handle)
     signal.signal(signal.SIGTERM, Stop.handle)
+    os.umask(PRIVATE_UMASK)
     env = child_env()
+    prepare_var(env)
     code = prepare(env)
     if code != 0 or Stop.requested:
         return code

@@ -14,6 +14,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from runners.private_state import create_private_file
 from runners.protocol import SITE_QUEUE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -113,7 +114,7 @@ def var_dir() -> Path:
     """Where local state lives (SQLite files, broker, caches): SOLBOARD_VAR, default ./var."""
     path = env_path("SOLBOARD_VAR", REPO_ROOT / "var")
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)  # private: database, broker, keys
     except OSError as error:
         raise ConfigError(f"SOLBOARD_VAR={str(path)!r} cannot be created: {error}") from None
     return path
@@ -173,7 +174,7 @@ def sqlite_path_of(url: str) -> Path | None:
 def prepare_sqlite(path: Path) -> None:
     """Create the file and switch it to WAL: readers never block the writer, and the mode is
     stored in the file, so every later connection (kombu's, SQLAlchemy's, Django's) gets it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    create_private_file(path)  # 0600 before SQLite creates it (its -wal/-shm files copy the mode)
     connection = sqlite3.connect(path, timeout=SQLITE_BUSY_TIMEOUT_S)
     try:
         connection.execute("PRAGMA journal_mode=WAL")

@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-import evaluator.ptx.jailed as jailed
-from evaluator.ptx import validate_upload
+from evaluator.ptx import jailed, validate_upload
 from evaluator.ptx.assemble import assemble
 from evaluator.ptx.jailed import ToolLimits, WorkFolder, run_in_jail
 from evaluator.ptx.nvcc import CudaCompile, compile_to_ptx

@@ -1,32 +1,20 @@
-"""One untimed Nsight Compute pass per passed shape (ranked mode, where ``ncu`` exists).
+"""Reading Nsight Compute's raw page into the report's ``KernelProfile``s.
 
-``ncu --clock-control none`` keeps the clocks as they were for timing; ``--nvtx-include sbprof/``
-profiles only the submission's kernels of the one profiled call. The ``.ncu-rep`` is kept as an
-artifact; the report gets a compact ``KernelProfile`` per kernel parsed from
-``ncu --import ... --csv --page raw``. Any failure becomes ``available=False`` with its message,
-never a failed evaluation.
+The ncu session itself is the timing witness's (``witness``, ``witness_run``): one session per
+job, whose last witnessed call of each shape is that shape's profile (``--clock-control none``:
+the clocks the timing ran at; the sections below). This module only parses.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import json
-import os
 import re
-import shutil
-import signal
 import subprocess
-import sys
-import tempfile
-import time
 from dataclasses import dataclass
-from pathlib import Path
 
-from evaluator.harness.parent import child_env
-from evaluator.harness.request import EvaluationRequest
 from evaluator.ptx.evidence import parse_opcode_instances
-from evaluator.report import KernelProfile, ProfileReport, WarpStall
+from evaluator.report import KernelProfile, WarpStall
 
 SECTIONS = (
     "SpeedOfLight",
@@ -158,42 +146,6 @@ def _instructions(row: _Row) -> dict[str, int]:
     return counts
 
 
-def _run(
-    command: list[str], timeout: float, env: dict[str, str], cwd: Path
-) -> subprocess.CompletedProcess[str]:
-    process = subprocess.Popen(
-        command,
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, _ = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        raise
-    return subprocess.CompletedProcess(command, process.returncode, out, "")
-
-
-def _import(ncu: str, report_path: Path, scratch: Path) -> list[KernelProfile]:
-    """Parse the report's raw page; add per-opcode counts where this ncu prints metric instances."""
-    base = [ncu, "--import", str(report_path), "--csv", "--page", "raw"]
-    kernels = parse_raw_csv(_run(base, 120, dict(os.environ), scratch).stdout)
-    try:
-        detailed = _run([*base, "--print-metric-instances", "details"], 120, dict(os.environ), scratch)
-        per_opcode = parse_raw_csv(detailed.stdout) if detailed.returncode == 0 else []
-    except (OSError, subprocess.TimeoutExpired):
-        per_opcode = []
-    if len(per_opcode) == len(kernels):
-        for kernel, extra in zip(kernels, per_opcode, strict=True):
-            kernel.executed_instructions = {**extra.executed_instructions, **kernel.executed_instructions}
-    return kernels
-
-
 def ncu_version(ncu: str) -> str:
     try:
         out = subprocess.run(
@@ -202,83 +154,3 @@ def ncu_version(ncu: str) -> str:
     except (OSError, subprocess.TimeoutExpired):
         return "ncu"
     return f"ncu {out.strip().splitlines()[-1].split()[-1]}" if out.strip() else "ncu"
-
-
-def profile_shape(
-    request: EvaluationRequest, shape_id: str, ncu: str, folder: Path, scratch: Path, limit: float
-) -> ProfileReport:
-    config = scratch / f"{shape_id}.json"
-    config.write_text(
-        json.dumps(
-            {
-                "problem": request.problem,
-                "file": str(Path(request.file).resolve()),
-                "language": request.language,
-                "spec": str(Path(request.spec).resolve()) if request.spec else None,
-                "shape": shape_id,
-            }
-        )
-    )
-    report_path = folder / f"{shape_id}.ncu-rep"
-    command = [
-        ncu,
-        "--clock-control",
-        "none",
-        "--nvtx",
-        "--nvtx-include",
-        "sbprof/",
-        "--target-processes",
-        "all",
-        "--force-overwrite",
-        "--export",
-        str(report_path),
-    ]
-    for section in SECTIONS:
-        command += ["--section", section]
-    command += [sys.executable, "-m", "evaluator.harness.profile_child", str(config)]
-    try:
-        run = _run(command, limit, child_env(scratch), scratch)
-        if run.returncode != 0 or not report_path.exists():
-            return ProfileReport(
-                available=False, reason=f"ncu failed (exit {run.returncode}): {run.stdout[-800:]}"
-            )
-        kernels = _import(ncu, report_path, scratch)
-    except subprocess.TimeoutExpired:
-        return ProfileReport(available=False, reason=f"the profile ran past {limit:.0f} s")
-    except OSError as error:
-        return ProfileReport(available=False, reason=f"ncu could not run: {error}")
-    if not kernels:
-        return ProfileReport(available=False, reason="ncu recorded no kernel in the profiled call")
-    tool = f"{ncu_version(ncu)} --clock-control none"
-    artifact = report_path.name if request.artifacts else None  # without --artifacts it is not kept
-    return ProfileReport(available=True, tool=tool, kernels=kernels, artifact=artifact)
-
-
-def profile_shapes(
-    request: EvaluationRequest, shape_ids: list[str], budget_s: float
-) -> dict[str, ProfileReport]:
-    ncu = shutil.which("ncu")
-    if ncu is None:
-        return {
-            shape_id: ProfileReport(available=False, reason="ncu not found on this runner")
-            for shape_id in shape_ids
-        }
-    scratch = Path(tempfile.mkdtemp(prefix="solboard-profile-"))
-    folder = Path(request.artifacts) if request.artifacts else scratch
-    folder.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + budget_s
-    reports = {}
-    try:
-        for shape_id in shape_ids:
-            remaining = deadline - time.monotonic()
-            if remaining < 10:
-                reports[shape_id] = ProfileReport(
-                    available=False, reason="no time left in the ranked stage for a profile"
-                )
-                continue
-            reports[shape_id] = profile_shape(
-                request, shape_id, ncu, folder, scratch, min(remaining, SHAPE_LIMIT_S)
-            )
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return reports

@@ -63,3 +63,10 @@ def get(mapping: Any, key: Any) -> Any:
         return mapping.get(key)
     except AttributeError:
         return None
+
+
+@register.filter
+def tera(value: Any) -> str:
+    """Bytes (or flop) per second as T…/s with three significant figures: 4.8e12 -> 4.8."""
+    number = _number(value)
+    return DASH if number is None else f"{number / 1e12:.3g}"

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 WIDTH, HEIGHT = 640, 300
-MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 56, 16, 16, 40
+MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 56, 24, 30, 40
+#: Below this span the time axis is labelled with hours and minutes, above it with dates.
+DATE_ONLY_SPAN_S = 3 * 86400
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,11 @@ class Chart:
     top: int = MARGIN_TOP
     right: int = WIDTH - MARGIN_RIGHT
     bottom: int = HEIGHT - MARGIN_BOTTOM
+
+    @property
+    def trend_names(self) -> list[str]:
+        """Names of the dashed lines (every series but the record and the roofs)."""
+        return [series.name for series in self.series if series.css_class.startswith("trend")]
 
 
 def _x_scale(low: float, high: float, log: bool = False) -> Scale:
@@ -125,8 +132,9 @@ def history_chart(records: list[ScorePoint], trends: dict[str, list[ScorePoint]]
               for index, (user, points) in enumerate(trends.items()) if points]
     series.append(Series("record", "record", _polyline(_step_points(records, now, x, y)),
                          [Marker(x(r.at.timestamp()), y(r.score), f"{r.label}: {r.score:.3f}") for r in records]))
-    x_ticks = [Tick(x(start + (now.timestamp() - start) * i / 4),
-                    datetime.fromtimestamp(start + (now.timestamp() - start) * i / 4).strftime("%Y-%m-%d"))
+    span = now.timestamp() - start
+    label = "%Y-%m-%d" if span >= DATE_ONLY_SPAN_S else "%m-%d %H:%M"
+    x_ticks = [Tick(x(start + span * i / 4), datetime.fromtimestamp(start + span * i / 4, tz=now.tzinfo).strftime(label))
                for i in range(5)]
     y_ticks = [Tick(y(value), f"{value:.2f}") for value in (0.0, 0.25, 0.5, 0.75, 1.0)]
     return Chart(series, x_ticks, y_ticks, "submitted", "score S")

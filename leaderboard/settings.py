@@ -90,7 +90,10 @@ TEMPLATES = [
 
 def _database(url: str) -> dict[str, Any]:
     try:
-        config: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True))
+        # 0 by default: under the ASGI server each request's sync code runs in a thread of its own,
+        # and a persistent connection per thread would pile up (Django's docs on ASGI say the same).
+        max_age = env_int("DATABASE_CONN_MAX_AGE", 0, minimum=0)
+        config: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=max_age, conn_health_checks=True))
     except ValueError as error:
         raise ConfigError(f"DATABASE_URL={url!r} cannot be parsed: {error}") from None
     if config["ENGINE"] == "django.db.backends.sqlite3":

@@ -105,7 +105,7 @@ def from_validation_error(error: DjangoValidationError, language: str = "") -> A
     else:
         code = FIELD_CODES.get(field, "invalid")
     others = {name: [str(text) for text in texts] for name, texts in fields.items() if name != field}
-    extra = {"other_fields": others} if others else {}
+    extra: dict[str, Any] = {"other_fields": others} if others else {}
     return ApiError(code, message, None if field == "__all__" else field, **extra)
 
 

@@ -37,7 +37,7 @@ SINCE = OpenApiParameter("since", str, OpenApiParameter.QUERY, required=False,
 
 
 class ApiView(APIView):
-    authentication_classes = API_AUTHENTICATION
+    authentication_classes: tuple[type, ...] = API_AUTHENTICATION
     permission_classes = (IsAuthenticated,)
     parser_classes = (JSONParser,)
 

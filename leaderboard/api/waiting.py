@@ -19,7 +19,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from rest_framework.utils.encoders import JSONEncoder
 
@@ -40,8 +40,11 @@ def current_states(submission_ids: list[int]) -> dict[int, str]:
     close_old_connections()
     pairs: dict[int, list[tuple[int, str]]] = {pk: [] for pk in submission_ids}
     rows = Evaluation.objects.filter(submission_id__in=submission_ids).values_list("submission_id", "id", "status")
-    for submission_id, evaluation_id, status in rows:
-        pairs[submission_id].append((evaluation_id, status))
+    try:
+        for submission_id, evaluation_id, status in rows:
+            pairs[submission_id].append((evaluation_id, status))
+    finally:
+        connections.close_all()  # this executor thread may not come back: hold no connection
     return {pk: state_token(items) for pk, items in pairs.items()}
 
 
@@ -142,8 +145,11 @@ def _event(name: str, data: dict[str, Any], event_id: str | None = None) -> str:
 
 def _snapshot(pk: int, viewer: Any) -> dict[str, Any]:
     close_old_connections()
-    submission = Submission.objects.select_related("problem", "user", "origin").get(pk=pk)
-    return submission_body(submission, viewer, with_report=False)
+    try:
+        submission = Submission.objects.select_related("problem", "user", "origin").get(pk=pk)
+        return submission_body(submission, viewer, with_report=False)
+    finally:
+        connections.close_all()
 
 
 async def _stream(pk: int, viewer: Any, first: dict[str, Any]) -> AsyncIterator[str]:

@@ -112,7 +112,7 @@ def check_address(url: str) -> None:
     except socket.gaierror as error:
         raise RefusedAddress(f"{host!r} does not resolve: {error}") from None
     for address in addresses:
-        ip = ipaddress.ip_address(address.split("%")[0])
+        ip = ipaddress.ip_address(str(address).split("%")[0])
         if not ip.is_global:
             raise RefusedAddress(f"{host!r} resolves to {ip}, which is not a public address")
 

@@ -1,6 +1,7 @@
 """``create_submission``: the one way a kernel enters the system (web form, API and CLI call it).
 
-Validates at once (size, language accepted by the problem, Python that parses, known GPU types;
+Validates at once (UTF-8 text without NUL, naming the offending byte's offset; size; language
+accepted by the problem; Python that parses; known GPU types;
 PTX/CUDA assembled for the target of each GPU type, see ``native_uploads``), saves the Submission
 and one Evaluation per GPU type in one transaction, and hands the evaluations to the broker only after that transaction commits (nothing enqueued for a submission
 that was not saved; the sweeper re-enqueues anything saved whose hand-over was lost).
@@ -16,6 +17,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from evaluator.ptx.sourcetext import decode_source, text_problem
 from leaderboard.dispatch import enqueue_on_commit
 from leaderboard.models import Evaluation, GpuType, Language, Mode, Problem, Submission
 from leaderboard.native_uploads import NATIVE_LANGUAGES, validate_native_upload
@@ -63,14 +65,24 @@ def _check_language(problem: Problem, language: str) -> None:
         raise ValidationError({"language": f"{problem.name} accepts {accepted}, not {language}"})
 
 
+def source_from_upload(data: bytes) -> str:
+    """An uploaded file's bytes as source text; a ValidationError names the first byte that is not
+    UTF-8 (or a NUL) by its offset."""
+    try:
+        return decode_source(data)
+    except ValueError as error:
+        raise ValidationError({"source": str(error)}) from None
+
+
 def _check_source(language: str, source: str) -> None:
+    problem = text_problem(source)  # first: a lone surrogate would break every check below
+    if problem is not None:
+        raise ValidationError({"source": problem})
     size = len(source.encode("utf-8"))
     if size == 0:
         raise ValidationError({"source": "the source is empty"})
     if size > settings.SOLBOARD_MAX_SOURCE_BYTES:
         raise ValidationError({"source": f"source is {size} bytes; the limit is {settings.SOLBOARD_MAX_SOURCE_BYTES}"})
-    if "\0" in source:
-        raise ValidationError({"source": "the source contains a NUL byte"})
     if language == Language.PYTHON:
         try:
             ast.parse(source, filename="submission.py")  # parsed only: never executed on the site

@@ -9,6 +9,8 @@ worker runs (``dispatch.store_result``).
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +19,13 @@ from django.core.exceptions import ValidationError
 from test_runner_harness import messages_on
 
 from evaluator import HARNESS_VERSION
+from evaluator.ptx import jailed
 from evaluator.ptx.toolchain import find_tool
 from evaluator.report import DeviceInfo, EvaluationReport, FeatureEvidence, Status
 from leaderboard import dispatch
 from leaderboard.models import Evaluation, Submission
 from leaderboard.rankings import ranking_rows
-from leaderboard.submissions import create_submission
+from leaderboard.submissions import create_submission, source_from_upload
 from runners.protocol import JobResult, gpu_queue
 
 pytestmark = pytest.mark.skipif(find_tool("ptxas") is None, reason="ptxas is not installed")
@@ -210,3 +213,53 @@ def test_where_features_are_required_a_result_without_evidence_is_filtered_out(
     problem, h100 = problems["gemm_bf16"], gpu_types["h100"]
     assert [row.user.username for row in ranking_rows(problem, h100)] == ["alice"]
     assert ranking_rows(problem, h100, require_features=True) == []
+
+
+# ---------------------------------------------------------------- text that is not UTF-8, host files
+
+
+PYTHON_VADD = (REPO / "examples/python/vector_add.py").read_text()
+SOURCES = {"python": PYTHON_VADD, "ptx": VADD, "cuda": VADD_CU}
+
+
+@pytest.mark.parametrize("language", SOURCES)
+def test_it_refuses_a_source_that_is_not_utf8_naming_the_byte_offset(alice: Any, site: Any, broker: str,
+                                                                    language: str) -> None:
+    source = SOURCES[language] + "\udcff"  # an undecodable byte, as surrogateescape keeps it
+    offset = len(SOURCES[language].encode())
+    message = refusal(site, broker, alice, source, ["h100"], language=language)
+    assert message == f"the source is not UTF-8 text: byte 0xff at byte offset {offset}"
+
+
+@pytest.mark.parametrize("language", SOURCES)
+def test_it_refuses_a_source_with_a_nul_byte_naming_its_offset(alice: Any, site: Any, broker: str,
+                                                              language: str) -> None:
+    message = refusal(site, broker, alice, "\0" + SOURCES[language], ["h100"], language=language)
+    assert message == "the source contains a NUL byte at byte offset 0"
+
+
+def test_an_uploaded_file_that_is_not_utf8_is_a_validation_error() -> None:
+    assert source_from_upload("é".encode()) == "é"
+    with pytest.raises(ValidationError) as refused:
+        source_from_upload(b"ok\n\xc3(")
+    assert refused.value.message_dict == {"source": ["the source is not UTF-8 text: byte 0xc3 at byte offset 3"]}
+
+
+@pytest.mark.skipif(find_tool("nvcc") is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("jail", [True, False], ids=["jailed", "include check alone"])
+def test_a_cuda_upload_that_includes_a_host_file_is_refused_without_its_content(
+    alice: Any, site: Any, broker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jail: bool
+) -> None:
+    if jail and not jailed.jail_namespaces():
+        pytest.skip("this machine refuses the namespaces the jail needs")
+    monkeypatch.setattr(jailed, "jail_namespaces", lambda: jail)
+    secret = Path(tempfile.mkdtemp(prefix="solboard-secret-")) / "hostname"
+    secret.parent.chmod(0o755)
+    secret.write_text("private_host_content_4f1c\n")
+    secret.chmod(0o644)
+    try:
+        message = refusal(site, broker, alice, f'/**/#include "{secret}"\n' + VADD_CU, ["h100"], language="cuda")
+    finally:
+        shutil.rmtree(secret.parent)
+    assert "private_host_content_4f1c" not in message
+    assert ("No such file or directory" if jail else "outside the CUDA toolkit's") in message

@@ -5,6 +5,12 @@ sm_100a for B200) with the evaluator's ``validate_upload`` (ptxas, and nvcc for 
 ``python -m evaluator check-ptx`` runs. Any error refuses the upload with the tools' own words,
 line numbers kept. What the build found (registers, spills, shared memory, instruction families,
 required features missing) becomes ``Submission.static_evidence``.
+
+The tools never run in the web process: each runs jailed in a process of its own
+(``evaluator/ptx/jailed.py``: only the toolchain and include folders visible, no network, CPU,
+memory and file limits, stopped past its time), every header nvcc opened must come from the CUDA
+toolkit or the host compiler (``evaluator/ptx/includes.py``), and only the submission's own
+diagnostics come back (docs/ptx.md, "Validation on the site").
 """
 
 from __future__ import annotations

@@ -37,6 +37,9 @@ if not SECRET_KEY:
     if not DEBUG:
         raise ConfigError("SECRET_KEY must be set when DEBUG is off")
     SECRET_KEY = _DEV_SECRET_KEY
+# Old keys still accepted while rotating (runner credentials are derived from the key: see
+# leaderboard/dispatch/credentials.py).
+SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS", [])
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])

@@ -29,6 +29,7 @@ def _kib(size: int) -> str:
 
 
 class UploadForm(forms.Form):
+    data: Any  # the bound QueryDict, copied to be mutable
     problem = forms.ChoiceField()
     language = forms.ChoiceField(choices=Language.choices, initial=Language.PYTHON)
     gpu_types = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple, label="GPU types")

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Website benchmark: 100,000 seeded submissions on PostgreSQL, the production server (gunicorn, DEBUG
+# off, static files collected), 50 locust users loading the ranking pages and the home page for 60 s.
+# Traffic stays on 127.0.0.1. Results: benchmarks/results/web/ (locust CSVs and summary.txt).
+#
+#   benchmarks/web_bench.sh            seed a fresh database (about 15 min on 2 cores), then load it
+#   REUSE=1 benchmarks/web_bench.sh    load the database seeded by an earlier run
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PY:-.venv/bin/python}
+DB=${WEB_BENCH_DB:-solboard_webbench}
+export DATABASE_URL=${WEB_BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/$DB}
+SUBMISSIONS=${SUBMISSIONS:-100000}
+USERS=${USERS:-50}
+DURATION=${DURATION:-60s}
+WORKERS=${WORKERS:-4}
+PORT=${PORT:-8077}
+OUT=benchmarks/results/web
+mkdir -p "$OUT"
+
+# The production example (docs/configuration.md), on loopback without TLS.
+export DEBUG=false SECRET_KEY=web-bench-only-$RANDOM$RANDOM ALLOWED_HOSTS=127.0.0.1
+export SECURE_SSL_REDIRECT=false SECURE_HSTS_SECONDS=0
+export STATIC_ROOT=${STATIC_ROOT:-$(mktemp -d /tmp/solboard-web-static.XXXXXX)}
+export CELERY_BROKER_URL=${CELERY_BROKER_URL:-redis://127.0.0.1:6379/0}
+
+if [ "${REUSE:-0}" != 1 ]; then
+    psql -h 127.0.0.1 -U postgres -qc "drop database if exists $DB" -c "create database $DB"
+    "$PY" manage.py migrate -v0
+    "$PY" manage.py sync_gpu_types >/dev/null && "$PY" manage.py sync_problems >/dev/null
+    "$PY" benchmarks/web_seed.py --submissions "$SUBMISSIONS" --users 1000 | tail -1 > "$OUT/seed.txt"
+fi
+"$PY" manage.py collectstatic --noinput -v0
+
+.venv/bin/gunicorn leaderboard.wsgi --workers "$WORKERS" --bind "127.0.0.1:$PORT" --log-level warning &
+server=$!
+trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
+for _ in $(seq 60); do curl -sf -o /dev/null "http://127.0.0.1:$PORT/" && break; sleep 1; done
+for gpu in h100 h200 b200; do  # warm each worker's connection and template caches, as a running site has them
+    for problem in vector_add gemm_bf16 softmax rmsnorm swiglu; do curl -sf -o /dev/null "http://127.0.0.1:$PORT/problems/$problem/?gpu=$gpu"; done
+done
+
+.venv/bin/locust -f benchmarks/web_load.py --headless -u "$USERS" -r 10 -t "$DURATION" --only-summary \
+    --host "http://127.0.0.1:$PORT" --csv "$OUT/locust" 2>&1 | tail -25 | tee "$OUT/summary.txt"
+{
+    echo "commit $(git rev-parse --short HEAD), $(date -u +%FT%TZ), $(nproc) cores, gunicorn --workers $WORKERS,"
+    echo "$USERS locust users (0.5-1.5 s think time) for $DURATION, $(cat "$OUT/seed.txt" 2>/dev/null)"
+} >> "$OUT/summary.txt"

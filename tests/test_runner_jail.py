@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -20,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from runners import procs, sandbox
-from tests.test_runner_harness import REPO, traversable_folder
+from runners.slots import claim_job_user
 
+REPO = Path(__file__).resolve().parent.parent
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (job user, namespaces)")
 ALL_NAMESPACES = {"net", "mount", "pid", "ipc"}
 NEEDS_NAMESPACES = pytest.mark.skipif(
@@ -36,14 +38,24 @@ def subreaper() -> None:
 @pytest.fixture
 def folder() -> Iterator[Path]:
     """A folder under /tmp that the job user can reach: the scratch folder then lives under /tmp."""
-    path = traversable_folder()
+    path = Path(tempfile.mkdtemp(prefix="solboard-jail-", dir="/tmp"))
+    os.chmod(path, 0o755)
     yield path
     subprocess.run(["rm", "-rf", str(path)], check=False)
 
 
-@pytest.fixture
-def user() -> sandbox.JobUser | None:
-    return sandbox.ensure_job_user("solboard-job")
+@pytest.fixture(scope="module")
+def user() -> Iterator[sandbox.JobUser | None]:
+    """A job user of the runners' pool, claimed as a slot claims it: a runner started beside these
+    tests (`make run`, another test) kills every process of the users it holds before each job."""
+    if os.geteuid() != 0:
+        yield None
+        return
+    name, lock = claim_job_user()
+    try:
+        yield sandbox.ensure_job_user(name)
+    finally:
+        lock.close()
 
 
 def run(code: str, root: Path, user: sandbox.JobUser | None, *, disabled: frozenset[str] = frozenset(),

@@ -11,11 +11,13 @@ import shutil
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from runners import procs, sandbox
+from runners.slots import claim_job_user
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (job user, namespaces)")
 
@@ -26,9 +28,18 @@ def scratch_root(tmp_path: Path) -> Path:
     return tmp_path / "scratch"
 
 
-@pytest.fixture
-def user() -> sandbox.JobUser | None:
-    return sandbox.ensure_job_user("solboard-job")
+@pytest.fixture(scope="module")
+def user() -> Iterator[sandbox.JobUser | None]:
+    """A job user of the runners' pool, claimed as a slot claims it: a runner started beside these
+    tests (`make run`, another test) kills every process of the users it holds before each job."""
+    if os.geteuid() != 0:
+        yield None
+        return
+    name, lock = claim_job_user()
+    try:
+        yield sandbox.ensure_job_user(name)
+    finally:
+        lock.close()
 
 
 def run(code: str, root: Path, user: sandbox.JobUser | None, stdin: bytes = b"", **limits: object) -> sandbox.Result:
@@ -60,7 +71,7 @@ def test_the_secret_seed_arrives_on_stdin_and_nowhere_else(scratch_root: Path, u
 def test_the_job_runs_as_the_unprivileged_job_user(scratch_root: Path, user: sandbox.JobUser) -> None:
     result = run("import os; print(os.getuid(), os.getgid(), os.getgroups())", scratch_root, user)
     assert result.stdout.decode().split(None, 2)[:2] == [str(user.uid), str(user.gid)]
-    assert result.facts["user"] == "solboard-job"
+    assert result.facts["user"] == user.name
 
 
 
@@ -231,7 +242,7 @@ def test_the_job_finds_the_cuda_tools_the_runner_sees(tmp_path: Path, monkeypatc
 
 @pytest.mark.gpu
 @pytest.mark.skipif(shutil.which("ncu") is None or shutil.which("nvidia-smi") is None, reason="needs a GPU and ncu")
-def test_a_ranked_gpu_job_in_the_sandbox_gets_its_ncu_profile() -> None:
+def test_a_ranked_gpu_job_in_the_sandbox_gets_its_ncu_profile(user: sandbox.JobUser | None) -> None:
     """On the GPU, as the job user: the calibration copy, the CUDA tools on the PATH, the profile."""
     import hashlib
 
@@ -245,7 +256,6 @@ def test_a_ranked_gpu_job_in_the_sandbox_gets_its_ncu_profile() -> None:
     cache = state.root / "calibration" / "h200.json"
     cache.write_text('{"ceilings": {"hbm_tbps": 4.2, "bf16_tensor_tflops": 760.0}}')
     slot = Slot(key="gpu0", device="cuda", gpu_type="h200", gpu_indices=(0,), queue="gpu.h200.x1")
-    user = sandbox.ensure_job_user("solboard-job")
     ctx = execute.Context(node="test", slot=slot, state=state, user=user, calibration=cache)
     job = Job(job_id="profile-1", evaluation_id=1, problem="vector_add", problem_version=1, language="python",
               source=EXAMPLE_VECTOR_ADD, source_sha256=hashlib.sha256(EXAMPLE_VECTOR_ADD.encode()).hexdigest(),

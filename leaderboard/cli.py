@@ -3,6 +3,8 @@
     solboard runner [...]   a runner node (runners/cli.py): consumes gpu.<type>.x<n> queues
     solboard dev [...]      the local supervisor behind `make run`: web + site worker + runner
     solboard manage [...]   Django's manage.py
+    solboard login|problems|problem|submit|status|report|cancel|rerun|leaderboard|check|run
+                            the API client (solboard_client/): HTTP only, no Django
 """
 
 from __future__ import annotations
@@ -11,12 +13,25 @@ import importlib
 import os
 import sys
 
-USAGE = """usage: solboard {runner,dev,manage} [args...]
+USAGE = """usage: solboard COMMAND [args...]
 
-  runner   start a runner node (see `solboard runner --help`)
-  dev      migrate, sync the catalogue and GPU types, then run web + site worker + runner
-  manage   Django management commands (migrate, sync_problems, create_api_token, ...)
+  runner       start a runner node (see `solboard runner --help`)
+  dev          migrate, sync the catalogue and GPU types, then run web + site worker + runner
+  manage       Django management commands (migrate, sync_problems, create_api_token, ...)
+
+API client (`solboard COMMAND --help`; SOLBOARD_SERVER / SOLBOARD_TOKEN override the stored login):
+  login        store a token for a server          problems     list the problems
+  problem      one problem: shapes, t_SOL          submit       submit a kernel [--wait]
+  status       a submission's status               report       its full report
+  cancel       cancel what is still queued         rerun        re-run your submission
+  leaderboard  rankings of a problem               check        dry run of every upload check
+  run          the evaluator, locally
 """
+
+
+#: Subcommands of the API client (solboard_client/, no Django import).
+CLIENT_COMMANDS = frozenset({"login", "problems", "problem", "submit", "status", "report", "cancel", "rerun",
+                             "leaderboard", "check", "run"})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         return dev_main(rest)
     if command == "manage":
         return _manage(rest)
+    if command in CLIENT_COMMANDS:
+        from solboard_client.main import main as client_main
+
+        return client_main(args)
     print(f"solboard: unknown command {command!r}\n\n{USAGE}", end="", file=sys.stderr)
     return 2
 

@@ -90,12 +90,20 @@ def solboard(*args: str) -> list[str]:
     return [sys.executable, "-m", "leaderboard", *args]
 
 
+def web_server(host: str, port: int) -> list[str]:
+    """The ASGI app under uvicorn, as in production: API long-polls and event streams wait on the
+    event loop instead of each holding a thread (docs/api.md). Open event streams are cut after a
+    short grace period on SIGTERM; clients reconnect."""
+    return [sys.executable, "-m", "uvicorn", "leaderboard.asgi:application", "--host", host, "--port", str(port),
+            "--timeout-graceful-shutdown", "5", "--no-access-log"]
+
+
 def children(args: argparse.Namespace) -> list[Child]:
     site_worker = [sys.executable, "-m", "celery", "-A", "leaderboard.celery", "worker", "-Q", "site",
                    "-n", "site@%h", "--pool", "prefork", "--concurrency", "1", "--without-gossip",
                    "--without-mingle", "--loglevel", "INFO"]
     procs = [
-        Child("web", solboard("manage", "runserver", "--noreload", f"{args.host}:{args.port}")),
+        Child("web", web_server(args.host, args.port)),
         Child("site-worker", site_worker),
     ]
     if args.no_runner:

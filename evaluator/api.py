@@ -101,5 +101,6 @@ def _judge(request: EvaluationRequest, problem: Problem, shape_ids: list[str], c
     except HarnessFailure as error:
         raise HarnessError(str(error)) from error
     finally:
+        judge.close_witness()
         judge.arena.close()
     return outcome

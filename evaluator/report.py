@@ -208,7 +208,8 @@ class Witness(_Model):
     kernels_per_call: int = Field(default=0, description="Kernels ncu saw in one witnessed call.")
     judge_round_trip_us: float | None = Field(
         default=None,
-        description="Median time the judge waited for a timed call (its clock): bounds hidden host work.",
+        description="How long a timed call kept the judge waiting, less the child's run-queue time (CPU: "
+        "the median, which is the witness; GPU: the 10th percentile, which bounds hidden host work).",
     )
     floor_us: float = Field(
         description="Lowest ranked median the witness accepts: median_us*(1-rel) - (abs + per-kernel allowance)."

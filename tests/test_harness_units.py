@@ -418,7 +418,7 @@ def _witnessed(reported_us: float, calls_us: list[float], kernels: int = 1, roun
                gate_us: float = 20.0) -> dict[str, object]:
     from evaluator.harness.witness import gpu_witness
 
-    report = {"timing": {**_timing(reported_us), "gate_us": gate_us}, "judge": {"round_trip_us": round_trip}}
+    report = {"timing": {**_timing(reported_us), "gate_us": gate_us}, "judge": {"round_trip_low_us": round_trip}}
     return gpu_witness(report, calls_us, kernels)
 
 

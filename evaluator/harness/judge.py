@@ -62,6 +62,8 @@ class Judge:
         self.phase, self.phase_began = "start_up", time.monotonic()
         self.baselines: dict[str, Any] = {}
         self.nvml: Any = None
+        #: The ncu witness session, started with the job so its start-up overlaps the timing.
+        self.witness_session: Any = None
 
     # ------------------------------------------------------------ phases
 
@@ -86,6 +88,7 @@ class Judge:
         self.child = ChildProcess(["-m", "evaluator.harness.child"], self.scratch, limits.log_bytes)
         self.child.spawn(limits.compile_s)
         self.child.send({**self.config, "spawned_monotonic": self.phase_began})
+        self._launch_witness()
         try:
             self._converse()
         except ChildTimeout:
@@ -100,6 +103,21 @@ class Judge:
             self.outcome.log = self.child.close()
             self.arena.close()
         return self.outcome
+
+    def _launch_witness(self) -> None:
+        if self.request.mode != "ranked" or self.device != "cuda":
+            return
+        from evaluator.harness.witness import NcuSession
+
+        session = NcuSession(self, self.request.profile)
+        if session.ncu is not None:
+            session.launch()
+            self.witness_session = session
+
+    def close_witness(self) -> None:
+        if self.witness_session is not None:
+            self.witness_session.finish(0)
+            self.witness_session = None
 
     def _converse(self) -> None:
         self._prepare_device()

@@ -6,6 +6,7 @@ under the witness is REJECTED (the submission behaves differently when profiled,
 
 from __future__ import annotations
 
+import statistics
 import time
 from typing import Any
 
@@ -60,7 +61,8 @@ def witness_shapes(judge: Any, passed: list[tuple[Any, dict[str, Any]]]) -> list
         for _, report in timed:
             report["witness"] = judge_wall_witness(report)
         return []
-    session = NcuSession(judge, judge.request.profile)
+    session = judge.witness_session or NcuSession(judge, judge.request.profile)
+    judge.witness_session = None
     if session.ncu is None:
         return ["no timing witness on this runner (ncu not found): the result is provisional, never ranked"]
     try:
@@ -140,9 +142,10 @@ def _apply(session: NcuSession, timed: list[tuple[Any, dict[str, Any]]], output:
         times, kernels = calls.per_call_us[window], calls.kernels_per_call[window]
         if report.pop("witness_rejected", False):
             continue
-        report["witness"] = gpu_witness(report, times, max(kernels))
+        report["witness"] = gpu_witness(report, times, int(statistics.median(kernels)))
         if session.profile:
-            report["profile"] = ProfileReport(available=True, tool=tool, kernels=calls.kernels[window][-1])
+            call = min(range(len(times)), key=lambda i: abs(times[i] - statistics.median(times)))
+            report["profile"] = ProfileReport(available=True, tool=tool, kernels=calls.kernels[window][call])
     notes = []
     if calls.marker_us is not None:
         notes.append(f"witness: ncu reads the {_marker_note(calls.marker_us)}")

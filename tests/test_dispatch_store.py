@@ -172,3 +172,18 @@ def test_a_cpu_report_is_ranked_in_the_development_ranking_only_once_witnessed(
     assert stored.status == "passed" and stored.rank_eligible
     assert stored.score == pytest.approx(problem_score(scores))
     assert RankingEntry.objects.filter(evaluation=stored, gpu_type__key="cpu").exists()
+
+
+def test_a_witness_with_a_non_finite_floor_is_rejected(
+        gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any) -> None:
+    forged = gpu_report(cpu_report)
+    forged["shapes"][0]["witness"]["floor_us"] = -math.inf  # a floor nothing can undercut
+    evaluation = deliver(gpu_evaluation, forged, django_capture_on_commit_callbacks)
+    assert evaluation.status == "rejected" and "are not finite times" in evaluation.message
+
+
+def test_a_real_cpu_report_from_the_judge_is_stored_as_it_witnessed_it(
+        evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any) -> None:
+    stored = deliver(evaluation, cpu_report, django_capture_on_commit_callbacks)
+    assert stored.status == "passed", stored.message
+    assert stored.rank_eligible is cpu_report["witnessed"] is stored.report["witnessed"]

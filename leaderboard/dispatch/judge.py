@@ -113,10 +113,12 @@ def check_times(item: ShapeReport) -> None:
             _positive(getattr(timing, name), f"{item.shape_id}: {label} timing {name}")
         if not (math.isfinite(timing.std_us) and timing.std_us >= 0):
             raise Refused(f"{item.shape_id}: {label} timing std_us = {timing.std_us} is not a finite spread")
-    if item.witness is not None:
-        _positive(item.witness.median_us, f"{item.shape_id}: witness median_us")
-        if not math.isfinite(item.witness.floor_us):
-            raise Refused(f"{item.shape_id}: witness floor_us = {item.witness.floor_us} is not finite")
+    # The judge's clock may see ~0 us for a tiny call, and a witness's floor may be below 0.
+    witness = item.witness
+    if witness is not None and not (math.isfinite(witness.median_us) and witness.median_us >= 0
+                                    and math.isfinite(witness.floor_us)):
+        raise Refused(f"{item.shape_id}: witness median_us = {witness.median_us}, floor_us = "
+                      f"{witness.floor_us} are not finite times")
 
 
 def recompute_figures(evaluation: Evaluation, report: EvaluationReport,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -223,6 +224,32 @@ def test_writing_outside_the_scratch_folder_fails_everywhere(folder: Path, user:
     assert not any(target.exists() for target in targets[:-1])
     assert result.facts["filesystem"] == "read-only but the scratch folder"
     assert str(state) in result.jail["hidden"]
+
+
+@ROOT_ONLY
+@NEEDS_NAMESPACES
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare")
+def test_a_user_namespace_the_job_makes_does_not_undo_the_jail(folder: Path, user: object) -> None:
+    """Root of its own user namespace, the job holds every capability over a copy of its mounts;
+    the kernel locks what it copied: no unmount reveals the host's /tmp, no remount makes / writable."""
+    token = f"solboard-host-{os.urandom(4).hex()}"
+    Path("/tmp", token).write_text("the host's")
+    script = (f"umount /tmp; umount -l /tmp; mount -o remount,bind,rw /; touch /etc/{token}; "
+              f"test -e /tmp/{token} && echo SEES-HOST-TMP; id -u")
+    code = f"""
+    import subprocess
+    out = subprocess.run(["unshare", "-Urm", "sh", "-c", {script!r}], capture_output=True, text=True)
+    print("out", out.stdout.split())
+    """
+    try:
+        result = run(code, folder, user)  # type: ignore[arg-type]
+    finally:
+        Path("/tmp", token).unlink()
+    seen = lines(result)
+    if seen["out"] == "[]":
+        pytest.skip("this kernel refuses the job a user namespace (nothing to undo with)")
+    assert seen["out"] == "['0']"  # it was root there, and saw no host /tmp
+    assert not Path("/etc", token).exists()
 
 
 @NEEDS_NAMESPACES

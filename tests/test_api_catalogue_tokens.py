@@ -122,3 +122,9 @@ def test_meta_states_the_limits_a_client_waits_by(alice_api: APIClient) -> None:
     meta = alice_api.get("/api/").json()
     assert (meta["max_batch"], meta["max_wait_seconds"], meta["user"]) == (16, 60, "alice")
     assert APIClient().get("/api/").json()["user"] is None
+
+
+def test_a_number_where_a_string_belongs_is_refused_not_coerced(alice_api: APIClient) -> None:
+    response = alice_api.post("/api/tokens", {"agent_version": 0}, format="json")
+    assert response.status_code == 400 and response.json()["error"]["field"] == "agent_version"
+    assert alice_api.post("/api/submissions", submit_body(problem=7), format="json").status_code == 400

@@ -18,6 +18,22 @@ MAX_BATCH = 16
 MAX_GPU_TYPES = 8
 
 
+class StrictCharField(serializers.CharField):
+    """A string and nothing else: DRF's CharField would turn 0 or true into "0" or "True"."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return str(super().to_internal_value(data))
+
+
+class StrictURLField(serializers.URLField):
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return str(super().to_internal_value(data))
+
+
 class ErrorDetailSerializer(serializers.Serializer):
     code = serializers.CharField(help_text="Stable machine-readable code (docs/api.md lists them).")
     message = serializers.CharField(help_text="For people; may change.")
@@ -32,15 +48,15 @@ class ErrorSerializer(serializers.Serializer):
 
 
 class SubmitSerializer(serializers.Serializer):
-    problem = serializers.CharField(max_length=64)
+    problem = StrictCharField(min_length=1, max_length=64)
     language = serializers.ChoiceField(choices=Language.values, required=False, allow_null=True,
                                        help_text="Default: from filename's extension (.py, .ptx, .cu), else python.")
-    gpu_types = serializers.ListField(child=serializers.CharField(max_length=32), min_length=1,
+    gpu_types = serializers.ListField(child=StrictCharField(min_length=1, max_length=32), min_length=1,
                                       max_length=MAX_GPU_TYPES)
-    source = serializers.CharField(allow_blank=True, trim_whitespace=False)
-    launch_spec = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
+    source = StrictCharField(min_length=1, trim_whitespace=False)
+    launch_spec = StrictCharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
     mode = serializers.ChoiceField(choices=Mode.values, default=Mode.TEST)
-    filename = serializers.CharField(required=False, allow_blank=True, max_length=255)
+    filename = StrictCharField(required=False, allow_blank=True, max_length=255)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if not attrs.get("language"):
@@ -64,22 +80,22 @@ class BatchSerializer(serializers.Serializer):
 
 
 class RerunSerializer(serializers.Serializer):
-    gpu_types = serializers.ListField(child=serializers.CharField(max_length=32), required=False, min_length=1,
+    gpu_types = serializers.ListField(child=StrictCharField(min_length=1, max_length=32), required=False, min_length=1,
                                       max_length=MAX_GPU_TYPES, help_text="Default: every GPU type it was evaluated on.")
     mode = serializers.ChoiceField(choices=Mode.values, required=False, help_text="Default: the latest run's.")
 
 
 class CancelSerializer(serializers.Serializer):
-    gpu_types = serializers.ListField(child=serializers.CharField(max_length=32), required=False,
+    gpu_types = serializers.ListField(child=StrictCharField(min_length=1, max_length=32), required=False,
                                       help_text="Default: every evaluation still queued or running.")
 
 
 class TokenCreateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
-    agent_name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
-    agent_model = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
-    agent_version = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
-    callback_url = serializers.URLField(max_length=500, required=False, allow_blank=True, default="")
+    name = StrictCharField(max_length=100, required=False, allow_blank=True, default="")
+    agent_name = StrictCharField(max_length=100, required=False, allow_blank=True, default="")
+    agent_model = StrictCharField(max_length=100, required=False, allow_blank=True, default="")
+    agent_version = StrictCharField(max_length=64, required=False, allow_blank=True, default="")
+    callback_url = StrictURLField(max_length=500, required=False, allow_blank=True, default="")
 
     def validate_callback_url(self, value: str) -> str:
         if value and not value.lower().startswith(("http://", "https://")):

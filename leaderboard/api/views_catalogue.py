@@ -17,7 +17,7 @@ from evaluator.sol import t_sol
 from leaderboard.api import serializers as s
 from leaderboard.api.errors import ApiError
 from leaderboard.api.presenters import agent_of
-from leaderboard.api.views_submissions import ERRORS, ApiView, page_bounds
+from leaderboard.api.views_submissions import ERRORS, PAGE, PAGE_SIZE, ApiView, page_bounds
 from leaderboard.models import GpuType, Problem, RankingEntry, RankingTrack, Shape
 
 
@@ -104,7 +104,7 @@ TRACK = OpenApiParameter("track", str, enum=RankingTrack.values, required=False,
 
 class LeaderboardView(PublicView):
     @extend_schema(parameters=[OpenApiParameter("shape", str, required=False), TRACK,
-                               OpenApiParameter("page", int), OpenApiParameter("page_size", int)],
+                               PAGE, PAGE_SIZE],
                    responses={200: s.LeaderboardSerializer, **ERRORS},
                    summary="Ranking of witnessed, rank-eligible results (overall by score, per shape by time)")
     def get(self, request: Request, name: str, gpu: str) -> Response:

@@ -26,12 +26,16 @@ from leaderboard.models import EvaluationStatus, Submission
 ERRORS = {code: OpenApiResponse(s.ErrorSerializer, description=text) for code, text in {
     400: "invalid request (code says which check)", 401: "no or bad token", 404: "not found",
     409: "conflict", 413: "too large (limit stated)", 429: "quota spent (Retry-After)"}.items()}
-IDEMPOTENCY = OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False,
+IDEMPOTENCY = OpenApiParameter("Idempotency-Key", {"type": "string", "minLength": 1, "maxLength": 255,
+                                                   "pattern": r"^\S.*$"}, OpenApiParameter.HEADER, required=False,
                                description="A retry with the same key and body returns the original answer; "
                                "a different body gets 409. No second job, no second quota charge.")
-WAIT = OpenApiParameter("wait", float, OpenApiParameter.QUERY, required=False,
+WAIT = OpenApiParameter("wait", {"type": "number", "minimum": 0, "maximum": 60}, OpenApiParameter.QUERY, required=False,
                         description="Long-poll: answer at once on a change of status, else after this many "
                         "seconds (at most the server's max_wait_seconds, 60).")
+PAGE = OpenApiParameter("page", {"type": "integer", "minimum": 1}, required=False)
+PAGE_SIZE = OpenApiParameter("page_size", {"type": "integer", "minimum": 1}, required=False,
+                             description="At most 200 (larger values are cut to 200).")
 SINCE = OpenApiParameter("since", str, OpenApiParameter.QUERY, required=False,
                          description="With wait: the `state` you last saw; answers at once if it differs.")
 
@@ -69,8 +73,7 @@ def page_bounds(request: Request, default_size: int = 50, max_size: int = 200) -
 
 
 class SubmissionListCreateView(ApiView):
-    @extend_schema(parameters=[OpenApiParameter("problem", str), OpenApiParameter("page", int),
-                               OpenApiParameter("page_size", int)],
+    @extend_schema(parameters=[OpenApiParameter("problem", str), PAGE, PAGE_SIZE],
                    responses={200: s.SubmissionPageSerializer, **ERRORS}, summary="Your submissions, newest first",
                    operation_id="submissions_list")
     def get(self, request: Request) -> Response:

@@ -375,3 +375,30 @@ def test_the_worker_reaps_the_orphans_it_inherits_as_a_subreaper() -> None:
     assert len(orphans) == 1
     procs.reap_children(lambda pid, uid, group: group == orphan_maker.pid)
     assert not [pid for pid, _, group in procs.zombie_children() if group == orphan_maker.pid]
+
+
+@ROOT_ONLY
+@NEEDS_NAMESPACES
+def test_the_report_of_a_runner_job_carries_the_jails_facts(folder: Path, user: sandbox.JobUser) -> None:
+    """execute.run fills report.sandbox from what the jail reported, gaps included."""
+    import hashlib
+
+    from runners import execute
+    from runners.protocol import Job
+    from runners.slots import Slot, StateDir
+
+    source = (REPO / "examples" / "python" / "vector_add.py").read_text()
+    state = StateDir(folder / "state")
+    slot = Slot(key="cpu", device="cpu", gpu_type="cpu", gpu_indices=(), queue="gpu.cpu.x1")
+    ctx = execute.Context(node="test", slot=slot, state=state, user=user)
+    job = Job(job_id="facts-1", evaluation_id=1, problem="vector_add", problem_version=1, language="python",
+              source=source, source_sha256=hashlib.sha256(source.encode()).hexdigest(), mode="test",
+              seed=1234567, gpu_type="cpu")
+    result = execute.run(job, ctx, lambda: None)
+    assert result.outcome == "completed" and result.report is not None, result.message
+    facts = result.report.sandbox
+    assert facts["user"] == user.name
+    assert facts["processes"].startswith("own pid namespace")
+    assert facts["filesystem"] == "read-only but the scratch folder"
+    assert str(state.root) in facts["hidden"]
+    assert facts["gaps"] == "disk: a per-file size limit, no quota on the scratch folder"

@@ -258,6 +258,8 @@ def run(spec: Spec, scratch: Path) -> Result:
     timed_out, cancelled = _wait(child, spec, started)
     readers[2].join(timeout=5)
     jail = jailfacts.parse(bytes(readers[2].data))
+    if not readers[2].is_alive():
+        readers[2].stream.close()  # type: ignore[attr-defined]
     leftovers = cleanup(child.pid, spec.user, spec.env.get(procs.MARKER_VARIABLE), jail.get("init_pid"))
     for reader in readers[:2]:
         reader.join(timeout=5)

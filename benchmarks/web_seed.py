@@ -31,6 +31,7 @@ django.setup()
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
+from django.db import connection
 from django.utils import timezone
 
 from evaluator.scoring import problem_score, sol_figures
@@ -119,6 +120,8 @@ def seed(total: int, user_count: int, rng: random.Random) -> dict[str, int]:
         counts["submissions"] += size
         print(f"  {counts['submissions']:>7} submissions", flush=True)
     counts["ranking_entries"] = _write_rankings(bests)
+    with connection.cursor() as cursor:  # fresh planner statistics, as autovacuum keeps them on a live site
+        cursor.execute("ANALYZE")
     return counts
 
 

@@ -158,6 +158,8 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
 SOLBOARD_DEV_GPU_TYPE = env_str("SOLBOARD_DEV_GPU_TYPE", "cpu")
 # A runner that has not sent a heartbeat for this long is considered gone.
 SOLBOARD_RUNNER_STALE_SECONDS = env_int("SOLBOARD_RUNNER_STALE_SECONDS", 90, minimum=5)
+# The website serves a ranking board or the home page's tables rendered at most this long ago (0: never cached).
+SOLBOARD_WEB_CACHE_SECONDS = env_int("SOLBOARD_WEB_CACHE_SECONDS", 10, minimum=0)
 
 # Celery (leaderboard/celery.py reads these; runners/config.py holds what both apps share).
 CELERY_BROKER_URL = _broker_url()

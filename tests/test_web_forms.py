@@ -18,6 +18,12 @@ from leaderboard.models import Submission
 
 pytestmark = pytest.mark.django_db
 
+
+@pytest.fixture(autouse=True)
+def fresh_pages(settings: Any) -> None:
+    """Every request renders from the database (the page cache is tested on its own)."""
+    settings.SOLBOARD_WEB_CACHE_SECONDS = 0
+
 REPO = Path(__file__).resolve().parent.parent
 VECTOR_ADD = (REPO / "examples" / "python" / "vector_add.py").read_text()
 GOOD = {"problem": "vector_add", "language": "python", "gpu_types": ["cpu"], "mode": "ranked"}

@@ -20,6 +20,12 @@ from leaderboard.models import ApiToken, Evaluation, RunnerNode
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def fresh_pages(settings: Any) -> None:
+    """Every request renders from the database (the page cache is tested on its own)."""
+    settings.SOLBOARD_WEB_CACHE_SECONDS = 0
+
+
 def rows_of(html: str, board: str = 'data-board="problem"') -> list[str]:
     """The data-row / data-user markers of one board, in page order."""
     table = html[html.index(board):]
@@ -88,6 +94,20 @@ def test_the_record_chart_marks_each_record(client: Client, alice: Any, bob: Any
     chart = page[page.index('id="history-chart"'):page.index("</svg>", page.index('id="history-chart"'))]
     assert chart.count("<circle") == 2
     assert 'class="record"' in chart and "alice&#x27;s best" in chart
+
+
+def test_a_board_is_served_from_the_cache_for_the_interval_then_rebuilt(
+        client: Client, alice: Any, bob: Any, catalogue: None, settings: Any) -> None:
+    from django.core.cache import cache
+
+    settings.SOLBOARD_WEB_CACHE_SECONDS = 60
+    cache.clear()
+    ranked(alice, "vector_add", "h200", 1.2)
+    assert rows_of(client.get("/problems/vector_add/?gpu=h200").content.decode()) == ["alice", "baseline"]
+    ranked(bob, "vector_add", "h200", 1.5)
+    assert rows_of(client.get("/problems/vector_add/?gpu=h200").content.decode()) == ["alice", "baseline"]
+    cache.clear()  # as the interval running out does
+    assert rows_of(client.get("/problems/vector_add/?gpu=h200").content.decode()) == ["bob", "alice", "baseline"]
 
 
 def test_the_shape_table_gives_t_sol_per_gpu_type(client: Client, catalogue: None) -> None:

@@ -14,6 +14,12 @@ from web_helpers import evaluate, gpu_report, ranked, submit
 
 pytestmark = pytest.mark.django_db
 
+
+@pytest.fixture(autouse=True)
+def fresh_pages(settings: Any) -> None:
+    """Every request renders from the database (the page cache is tested on its own)."""
+    settings.SOLBOARD_WEB_CACHE_SECONDS = 0
+
 #: Anonymous page views: session and user lookups do not happen; these are the pages' own queries.
 CEILING = 16
 

@@ -21,6 +21,7 @@ from leaderboard.models import (
     RankingTrack,
     Submission,
 )
+from leaderboard.web.cache import cached_fragment
 
 RECORDS_ON_HOME = 8
 SUBMISSIONS_ON_USER_PAGE = 50
@@ -42,8 +43,8 @@ def best_per_problem_and_gpu() -> dict[tuple[int, int], RankingEntry]:
     return leaders
 
 
-@require_GET
-def home(request: HttpRequest) -> HttpResponse:
+def home_tables() -> dict[str, Any]:
+    """The home page's tables (the same for every visitor)."""
     problems = list(Problem.objects.filter(active=True).order_by("name"))
     gpu_types = list(GpuType.objects.order_by("development_device", "key"))
     leaders = best_per_problem_and_gpu()
@@ -52,8 +53,12 @@ def home(request: HttpRequest) -> HttpResponse:
     depth = pending_counts()
     queues = [{"gpu": gpu, **depth.get(gpu.key, {"waiting": 0, "in_broker": 0, "running": 0})} for gpu in gpu_types]
     records = sorted(leaders.values(), key=lambda entry: entry.submitted_at, reverse=True)[:RECORDS_ON_HOME]
-    return render(request, "web/home.html", {"rows": rows, "gpu_types": gpu_types, "records": records,
-                                             "queues": queues})
+    return {"rows": rows, "gpu_types": gpu_types, "records": records, "queues": queues}
+
+
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    return render(request, "web/home.html", {"tables": cached_fragment("web:home", "web/_home_tables.html", home_tables)})
 
 
 def best_ranks(user: Any) -> list[RankingEntry]:

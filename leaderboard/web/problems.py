@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET
 from leaderboard.models import GpuType, Problem, RankingEntry
 from leaderboard.rankings import requires_features
 from leaderboard.web.boards import problem_board, provisional_rows, shape_boards
+from leaderboard.web.cache import cached_fragment
 from leaderboard.web.highlight import highlighted
 from leaderboard.web.history import score_history
 from leaderboard.web.sol import reference_source, shape_sol
@@ -60,16 +61,21 @@ def problem_page(request: HttpRequest, name: str) -> HttpResponse:
     gpu = selected_gpu(problem, gpu_types, request.GET.get("gpu"))
     require = requires_features(problem, gpu)
     features_only = require and request.GET.get("features") == "1"
+    key = f"web:rankings:{problem.pk}:{problem.catalogue_sha256}:{gpu.pk}:{int(features_only)}"
+    return render(request, "web/problem.html", {
+        "problem": problem, "gpu_types": gpu_types, "gpu": gpu, "requires_features": require,
+        "required_features": problem.required_features.get(gpu.arch or "", []), "features_only": features_only,
+        "shapes": shape_table(problem, gpu_types), "sol_gpus": [g for g in gpu_types if not g.development_device],
+        "reference": reference_html(problem.name, problem.catalogue_sha256),
+        "rankings": cached_fragment(key, "web/_rankings.html", lambda: rankings_context(problem, gpu, features_only)),
+    })
+
+
+def rankings_context(problem: Problem, gpu: GpuType, features_only: bool) -> dict[str, Any]:
+    """Everything the rankings part of the page shows (the same for every visitor)."""
     board = problem_board(problem, gpu, require_features=features_only)
     leaders = [row.user for row in board.rows if row.kind == "ranked"][:TREND_USERS]
     chart, records = score_history(problem, gpu, leaders, timezone.now())
-    return render(request, "web/problem.html", {
-        "problem": problem, "gpu_types": gpu_types, "gpu": gpu, "board": board,
-        "shape_boards": shape_boards(problem, gpu, require_features=features_only),
-        "provisional": provisional_rows(problem, gpu), "requires_features": require,
-        "required_features": problem.required_features.get(gpu.arch or "", []), "features_only": features_only,
-        "shapes": shape_table(problem, gpu_types),
-        "sol_gpus": [g for g in gpu_types if not g.development_device],
-        "chart": chart, "records": records,
-        "reference": reference_html(problem.name, problem.catalogue_sha256),
-    })
+    return {"problem": problem, "gpu": gpu, "board": board, "chart": chart, "records": records,
+            "shape_boards": shape_boards(problem, gpu, require_features=features_only),
+            "provisional": provisional_rows(problem, gpu)}

@@ -60,7 +60,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "leaderboard.static_files.WhiteNoiseMiddleware",  # whitenoise, async-capable (see its docstring)
     "leaderboard.api.errors.ErrorEnvelopeMiddleware",  # /api/: 413 before reading a body; JSON errors
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

@@ -73,7 +73,16 @@ def submitted(server: str, token: str) -> int:
 
 
 def later(seconds: float, action: Any) -> threading.Timer:
-    timer = threading.Timer(seconds, action)
+    """Run ``action`` in another thread after ``seconds`` (closing that thread's connection)."""
+    from django.db import connection
+
+    def run() -> None:
+        try:
+            action()
+        finally:
+            connection.close()
+
+    timer = threading.Timer(seconds, run)
     timer.start()
     return timer
 
@@ -148,11 +157,22 @@ def test_server_sent_events_follow_the_submission_to_its_end(server: str, token:
     assert events[2][1]["evaluations"][0]["message"] == "wrong answer"
 
 
+def database_sessions() -> int:
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
+        return int(cursor.fetchone()[0])
+
+
 def test_many_waiters_leave_the_other_endpoints_responsive(server: str, token: str) -> None:
     submission_id = submitted(server, token)
     with ThreadPoolExecutor(max_workers=60) as pool:
         waiters = [pool.submit(call, server, token, f"/api/submissions/{submission_id}?wait=4") for _ in range(50)]
         time.sleep(1.0)  # all 50 are waiting now
+        assert database_sessions() < 15  # a waiting request holds no database connection
         started = time.monotonic()
         status, _, problems = call(server, token, "/api/problems")
         assert status == 200 and problems and time.monotonic() - started < 2

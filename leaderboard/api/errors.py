@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -201,20 +202,40 @@ def _content_length(request: HttpRequest) -> int:
 
 class ErrorEnvelopeMiddleware:
     """For ``/api/`` paths: refuse a body over the limit before reading it (413, limit stated),
-    and give non-DRF errors (unknown URL, unexpected exception) the envelope too."""
+    and give non-DRF errors (unknown URL, unexpected exception) the envelope too.
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+    Sync and async: in an async chain (uvicorn) a sync middleware would put every request, the
+    API's long-polls included, in a thread of its own."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
         self.get_response = get_response
+        self.async_mode = iscoroutinefunction(get_response)
+        if self.async_mode:
+            markcoroutinefunction(self)
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        if not _is_api(request):
-            return self.get_response(request)
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.async_mode:
+            return self._acall(request)
+        refused = self._refuse_before_reading(request)
+        return refused or self._envelope_if_needed(request, self.get_response(request))
+
+    async def _acall(self, request: HttpRequest) -> HttpResponse:
+        refused = self._refuse_before_reading(request)
+        return refused or self._envelope_if_needed(request, await self.get_response(request))
+
+    @staticmethod
+    def _refuse_before_reading(request: HttpRequest) -> HttpResponse | None:
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         size = _content_length(request)
-        if size > limit:
+        if _is_api(request) and size > limit:
             return too_large("body", size, limit).json_response()
-        response = self.get_response(request)
-        if response.status_code >= 400 and not response.get("Content-Type", "").startswith(
+        return None
+
+    def _envelope_if_needed(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        if _is_api(request) and response.status_code >= 400 and not response.get("Content-Type", "").startswith(
                 ("application/json", "text/event-stream")):
             return self._envelope_for(response)
         return response

@@ -110,6 +110,12 @@ async def _detail(request: HttpRequest, pk: int) -> Any:
     return await sync_to_async(detail_view)(request, pk=pk)
 
 
+async def _release_connection() -> None:
+    """Close the database connection the detail view opened in this request's thread: a waiting
+    request must not hold one (Django closes it only when the request ends, after the wait)."""
+    await sync_to_async(connections.close_all)()
+
+
 async def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """The detail view; with ``?wait=S`` it first waits (async) for a change of status."""
     if request.method != "GET" or "wait" not in request.GET:
@@ -124,6 +130,7 @@ async def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     since = request.GET.get("since")
     if since and since != response.data["state"]:
         return response  # it changed while the client was away: answer at once
+    await _release_connection()
     changed = await watcher().wait_for_change(pk, since or response.data["state"], wait)
     if not changed:
         response["X-Wait-Outcome"] = "timeout"
@@ -173,6 +180,7 @@ async def submission_events(request: HttpRequest, pk: int) -> HttpResponse:
     if response.status_code != 200:
         return response
     viewer = response.renderer_context["request"].user
+    await _release_connection()
     first = await sync_to_async(_snapshot, thread_sensitive=False)(pk, viewer)
     stream = StreamingHttpResponse(_stream(pk, viewer, first), content_type="text/event-stream")
     stream["Cache-Control"] = "no-cache"

@@ -12,4 +12,4 @@ export SOLBOARD_COMMIT=${SOLBOARD_COMMIT:-$(git rev-parse HEAD 2>/dev/null || ec
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 which ncu && ncu --version | tail -1
 python3 benchmarks/witness_round.py --out "$OUT/round" --sections "${1:-smoke}" --runs "${2:-1}" \
-    --budget-s "${3:-300}"
+    --budget-s "${3:-300}" ${4:+--only "$4"}

@@ -27,7 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: gpu_round beside it
 
-from gpu_round import NATIVE, PROBLEMS, baseline_file, evaluate, provenance, run  # noqa: E402
+from gpu_round import NATIVE, PROBLEMS, baseline_file, evaluate, provenance, run
 
 CHEATS = [
     ("vector_add", "tests/fixtures/cheats/c16_forge_near_light.py"),

@@ -85,10 +85,10 @@ def section_smoke(out: Path) -> dict[str, Any]:
 
 
 def honest_files() -> list[tuple[str, str, list[str]]]:
-    files = [(problem, f"examples/python/{problem}.py", []) for problem in PROBLEMS]
+    files = [(problem, path, ["--language", language]) for problem, path, language in NATIVE]
+    files += [(problem, f"examples/python/{problem}.py", []) for problem in PROBLEMS]
     # The baseline itself as a submission: its score must be ~0.5 (the judge times the baseline).
     files += [(problem, f"baseline:{problem}", []) for problem in PROBLEMS]
-    files += [(problem, path, ["--language", language]) for problem, path, language in NATIVE]
     return files
 
 

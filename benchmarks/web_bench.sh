@@ -24,6 +24,7 @@ export DEBUG=false SECRET_KEY=web-bench-only-$RANDOM$RANDOM ALLOWED_HOSTS=127.0.
 export SECURE_SSL_REDIRECT=false SECURE_HSTS_SECONDS=0
 export STATIC_ROOT=${STATIC_ROOT:-$(mktemp -d /tmp/solboard-web-static.XXXXXX)}
 export CELERY_BROKER_URL=${CELERY_BROKER_URL:-redis://127.0.0.1:6379/0}
+export SOLBOARD_CACHE_URL=${SOLBOARD_CACHE_URL:-redis://127.0.0.1:6379/5}  # one page cache for all workers
 
 if [ "${REUSE:-0}" != 1 ]; then
     psql -h 127.0.0.1 -U postgres -qc "drop database if exists $DB" -c "create database $DB"

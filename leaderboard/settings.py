@@ -160,6 +160,11 @@ SOLBOARD_DEV_GPU_TYPE = env_str("SOLBOARD_DEV_GPU_TYPE", "cpu")
 SOLBOARD_RUNNER_STALE_SECONDS = env_int("SOLBOARD_RUNNER_STALE_SECONDS", 90, minimum=5)
 # The website serves a ranking board or the home page's tables rendered at most this long ago (0: never cached).
 SOLBOARD_WEB_CACHE_SECONDS = env_int("SOLBOARD_WEB_CACHE_SECONDS", 10, minimum=0)
+# Shared by every web process when set (redis://host:6379/2): a board is then rendered once per interval
+# for the whole site instead of once per process. Unset: each process keeps its own (local memory).
+SOLBOARD_CACHE_URL = env_str("SOLBOARD_CACHE_URL") or ""
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": SOLBOARD_CACHE_URL}
+          if SOLBOARD_CACHE_URL else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 # Celery (leaderboard/celery.py reads these; runners/config.py holds what both apps share).
 CELERY_BROKER_URL = _broker_url()

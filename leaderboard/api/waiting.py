@@ -106,14 +106,27 @@ def parse_wait(raw: str) -> float:
     return seconds
 
 
+#: Detail renders of waiting requests running at once per process: 200 waiters arriving (or timing
+#: out) together must queue on the event loop, not open 200 database connections.
+_DB_SLOTS = 8
+_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def _db_slot() -> asyncio.Semaphore:
+    loop = asyncio.get_running_loop()
+    if loop not in _slots:
+        _slots[loop] = asyncio.Semaphore(_DB_SLOTS)
+    return _slots[loop]
+
+
 async def _detail(request: HttpRequest, pk: int) -> Any:
-    return await sync_to_async(detail_view)(request, pk=pk)
+    """The DRF detail view, then this request's connection closed: a waiting request holds none
+    (Django would close it only when the request ends, after the wait)."""
+    async with _db_slot():
+        response = await sync_to_async(detail_view)(request, pk=pk)
+        await sync_to_async(connections.close_all)()
+    return response
 
-
-async def _release_connection() -> None:
-    """Close the database connection the detail view opened in this request's thread: a waiting
-    request must not hold one (Django closes it only when the request ends, after the wait)."""
-    await sync_to_async(connections.close_all)()
 
 
 async def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
@@ -130,7 +143,6 @@ async def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     since = request.GET.get("since")
     if since and since != response.data["state"]:
         return response  # it changed while the client was away: answer at once
-    await _release_connection()
     changed = await watcher().wait_for_change(pk, since or response.data["state"], wait)
     if not changed:
         response["X-Wait-Outcome"] = "timeout"
@@ -167,7 +179,8 @@ async def _stream(pk: int, viewer: Any, first: dict[str, Any]) -> AsyncIterator[
         if not changed:
             yield ": keep-alive\n\n"
             continue
-        body = await sync_to_async(_snapshot, thread_sensitive=False)(pk, viewer)
+        async with _db_slot():
+            body = await sync_to_async(_snapshot, thread_sensitive=False)(pk, viewer)
         yield _event("status", body, body["state"])
     yield _event("end", {"status": body["status"], "state": body["state"]}, body["state"])
 
@@ -180,7 +193,6 @@ async def submission_events(request: HttpRequest, pk: int) -> HttpResponse:
     if response.status_code != 200:
         return response
     viewer = response.renderer_context["request"].user
-    await _release_connection()
     first = await sync_to_async(_snapshot, thread_sensitive=False)(pk, viewer)
     stream = StreamingHttpResponse(_stream(pk, viewer, first), content_type="text/event-stream")
     stream["Cache-Control"] = "no-cache"

@@ -170,9 +170,13 @@ def with_waiters(base: str, tokens: list[str], submission_ids: list[int], waiter
         measured = leaderboard_reads(base, tokens[0], reads["clients"], reads["per_client"])
         pending_after = sum(1 for future in futures if not future.done())
         outcomes = [future.result() for future in futures]
+    seconds = sorted(round(elapsed, 1) for _, elapsed, _ in outcomes)
     return {"waiters": waiters, "wait_seconds": wait_s, "still_waiting_when_reads_began": pending_before,
             "still_waiting_when_reads_ended": pending_after,
             "waiters_answered_200": sum(1 for status, _, _ in outcomes if status == 200),
+            "waiter_seconds_min_median_max": [seconds[0], seconds[len(seconds) // 2], seconds[-1]],
+            "waiter_statuses": sorted({str(body.get("status")) if isinstance(body, dict) else "?"
+                                       for _, _, body in outcomes}),
             "leaderboard_during_wait": measured}
 
 

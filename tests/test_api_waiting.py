@@ -7,6 +7,7 @@ the evaluation through its statuses.
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import socket
@@ -179,3 +180,16 @@ def test_many_waiters_leave_the_other_endpoints_responsive(server: str, token: s
         Evaluation.objects.get(submission_id=submission_id).transition("running")
         outcomes = [future.result(timeout=10)[1]["X-Wait-Outcome"] for future in waiters]
     assert outcomes == ["changed"] * 50
+
+
+def test_a_waiter_that_arrives_while_the_states_are_read_is_not_woken_by_that_read() -> None:
+    from leaderboard.api.waiting import to_wake
+
+    loop = asyncio.new_event_loop()
+    try:
+        known, late, behind = loop.create_future(), loop.create_future(), loop.create_future()
+        waiters = {1: [("s1", known), ("old", behind)], 2: [("s2", late)]}
+        assert to_wake({1: "s1"}, waiters) == [(behind, "s1")]  # 2 was not read this round
+        assert to_wake({1: "s1", 2: "s2"}, waiters) == [(behind, "s1")]
+    finally:
+        loop.close()

@@ -78,11 +78,22 @@ class StatusWatcher:
         interval = float(settings.SOLBOARD_WAIT_POLL_SECONDS)
         while self.waiters:
             states = await sync_to_async(current_states, thread_sensitive=False)(list(self.waiters))
-            for submission_id, entries in list(self.waiters.items()):
-                for known, future in entries:
-                    if states.get(submission_id) != known and not future.done():
-                        future.set_result(states.get(submission_id, ""))
+            for future, state in to_wake(states, self.waiters):
+                future.set_result(state)
             await asyncio.sleep(interval)
+
+
+def to_wake(states: dict[int, str], waiters: dict[int, list[tuple[str, asyncio.Future[str]]]]
+            ) -> list[tuple[asyncio.Future[str], str]]:
+    """The futures whose submission's state differs from the one they know. A submission that
+    was not read this round (its first waiter arrived while the query ran) wakes nobody."""
+    woken = []
+    for submission_id, entries in waiters.items():
+        if submission_id not in states:
+            continue
+        woken += [(future, states[submission_id]) for known, future in entries
+                  if states[submission_id] != known and not future.done()]
+    return woken
 
 
 _watchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, StatusWatcher] = weakref.WeakKeyDictionary()

@@ -30,13 +30,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--secret-seed-stdin", action="store_true", help="read the secret seed from stdin")
     parser.add_argument("--shapes", choices=["all", "quick", "ranked"], default="all")
     parser.add_argument("--json", action="store_true", help="print the JSON report")
-    parser.add_argument("--artifacts", type=Path, default=None, help="folder for profiles (.ncu-rep)")
+    parser.add_argument("--artifacts", type=Path, default=None, help="folder for artifacts")
     parser.add_argument("--time-limit-compile", type=float, default=300.0, metavar="S")
     parser.add_argument("--time-limit-test", type=float, default=300.0, metavar="S")
     parser.add_argument("--time-limit-ranked", type=float, default=900.0, metavar="S")
     parser.add_argument("--log-bytes", type=int, default=64 * 1024, metavar="N")
     parser.add_argument("--calibration", type=Path, default=None, help="JSON of attainable ceilings")
-    parser.add_argument("--no-profile", action="store_true", help="skip the Nsight Compute pass")
+    parser.add_argument("--no-profile", action="store_true",
+                        help="the witness collects kernel durations only (no launch facts)")
+    parser.add_argument("--profile-sections", action="store_true",
+                        help="the witness also collects ncu's SpeedOfLight/LaunchStats/Occupancy (slower)")
 
 
 def _secret_from_stdin() -> int:
@@ -81,6 +84,7 @@ def build_request(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         artifacts=args.artifacts,
         calibration=_calibration(args.calibration),
         profile=not args.no_profile,
+        profile_sections=args.profile_sections,
     )
 
 

@@ -32,5 +32,8 @@ class EvaluationRequest:
     #: Seconds of timing per shape for the kernel and the baseline; None = the mode's default.
     budget_s: tuple[float, float] | None = None
     profile: bool = True
+    #: The witness session also collects ncu's SpeedOfLight, LaunchStats and Occupancy sections
+    #: (several replay passes: seconds per shape); otherwise one pass of durations and launch facts.
+    profile_sections: bool = False
     #: Exact shapes to evaluate (overrides ``shapes``); for benchmarks and debugging.
     shape_ids: tuple[str, ...] | None = None

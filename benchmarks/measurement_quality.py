@@ -1,4 +1,4 @@
-"""Measurement quality of the evaluator on a GPU (SCORING.md targets), as a JSON file.
+"""Measurement quality of the evaluator on a GPU (docs/harness.md targets), as a JSON file.
 
     python benchmarks/measurement_quality.py --out benchmarks/results/measurement_quality_h200.json
 

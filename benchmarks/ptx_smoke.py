@@ -38,7 +38,7 @@ EXTRA_SHAPES = {
     "vector_add": [{"N": 3}, {"N": 1000001}],
     "gemm_bf16": [{"M": 200, "N": 300, "K": 72}, {"M": 129, "N": 257, "K": 8}, {"M": 77, "N": 130, "K": 100}],
 }
-PEAK_BF16, PEAK_HBM = 989e12, 4.8e12  # H200 datasheet (SCORING.md)
+PEAK_BF16, PEAK_HBM = 989e12, 4.8e12  # H200 datasheet (docs/scoring.md)
 
 
 def time_call(fn: Any, reps: int = 20) -> float:

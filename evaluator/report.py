@@ -31,7 +31,7 @@ class Status(str, Enum):
 
     @property
     def verdict(self) -> str:
-        """The site's coarse status for this evaluator status (ARCHITECTURE.md)."""
+        """The site's coarse status for this evaluator status (README.md, "Architecture")."""
         return _VERDICTS[self]
 
 

@@ -1,4 +1,4 @@
-"""Scores: pure functions of a few numbers (SCORING.md, "Score and ranking"). No torch."""
+"""Scores: pure functions of a few numbers (docs/scoring.md). No torch."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from evaluator.report import SolFigures
 from evaluator.sol import t_sol, t_sol_attainable
 
 #: Lowest per-shape score that enters the geometric mean. One shape that scores (near) zero must
-#: lower the problem score, not turn it into 0, -inf or NaN (EXPLOITS.md class 12).
+#: lower the problem score, not turn it into 0, -inf or NaN (class 12).
 SCORE_FLOOR = 1e-6
 
 

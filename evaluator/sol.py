@@ -12,7 +12,7 @@
 - ``t_link``: bytes each GPU must send over its links, over the per-direction link peak.
 
 Counts of a multi-GPU problem are totals of the whole call over all ranks, except ``comm_bytes``,
-which is per GPU (SCORING.md); the flops and bytes are divided by the world size (perfect split).
+which is per GPU (docs/scoring.md); the flops and bytes are divided by the world size (perfect split).
 Pure Python, no torch.
 """
 

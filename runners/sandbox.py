@@ -1,4 +1,4 @@
-"""Run one untrusted command in a sandbox and always clean up after it (EXPLOITS.md classes 15, 19).
+"""Run one untrusted command in a sandbox and always clean up after it (classes 15, 19).
 
 The child runs through ``runners/jail.py`` (see there for the processes and the order of the
 privileged steps) in its own session and process group, with only the environment we give it, in

@@ -1,4 +1,4 @@
-"""Every CPU-runnable cheating fixture (EXPLOITS.md classes 2-10, 12, 13) through the real CLI in
+"""Every CPU-runnable cheating fixture (classes 2-10, 12, 13) through the real CLI in
 ranked mode with a secret seed: never PASSED, and caught for the right reason."""
 
 from __future__ import annotations

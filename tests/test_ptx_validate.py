@@ -173,7 +173,7 @@ class TestCudaSources:
 
 
 def test_validation_imports_neither_torch_nor_the_cuda_driver() -> None:
-    """The web calls validate_upload and never imports torch (ARCHITECTURE.md)."""
+    """The web calls validate_upload and never imports torch (README.md, "Architecture")."""
     import subprocess
     import sys
 

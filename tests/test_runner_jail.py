@@ -1,4 +1,4 @@
-"""The jail of one job (runners/jail.py, EXPLOITS.md classes 15 and 19): what one job can see of
+"""The jail of one job (runners/jail.py, classes 15 and 19): what one job can see of
 the host and of other jobs, and what it can leave behind for the next one.
 
 Every test runs real children through the real jail, as root with the job user where the

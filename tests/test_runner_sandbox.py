@@ -1,4 +1,4 @@
-"""The job sandbox (runners/sandbox.py, EXPLOITS.md class 15), with small Python payloads.
+"""The job sandbox (runners/sandbox.py, class 15), with small Python payloads.
 
 Each test runs a real child through the real jail. Isolation that needs root (a dedicated user,
 network and mount namespaces) is skipped, with the reason, on a machine that does not allow it.

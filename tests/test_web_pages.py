@@ -134,7 +134,7 @@ def test_the_report_shows_each_shape_with_its_figures_and_a_roofline(
 def test_a_rejected_result_says_why_it_is_not_ranked(client: Client, alice: Any, catalogue: None) -> None:
     evaluation = submit(alice, "vector_add", "h200")
     report = gpu_report("vector_add", "h200", 1.0, status=Status.REJECTED,
-                        message="non-default stream work detected (EXPLOITS.md class 1)")
+                        message="non-default stream work detected (class 1)")
     evaluate(evaluation, report)
     page = client.get(f"/submissions/{evaluation.submission_id}/").content.decode()
     reason = page[page.index("data-not-ranked"):]

@@ -3,7 +3,7 @@
 - ``Integrity``: identities of every callable a cheat would patch (the timer, torch.cuda.Event and
   synchronize, comparison functions, torch.Tensor's methods, the statistics and JSON helpers, the
   harness's own functions and their code objects, builtins), captured BEFORE the submission is
-  imported and verified after every stage (EXPLOITS.md class 4).
+  imported and verified after every stage (class 4).
 - ``Activity``: Python threads, native threads and child processes, checked after calls and before
   sealing (class 2).
 - ``quiescence_problems``: what must hold before the report is sealed (no threads, no trace or

@@ -2,7 +2,7 @@
 
 Order matters (docs/harness.md): inputs are generated and digested, outputs are poisoned, the
 kernel runs and the device synchronises, the outputs' identity and the inputs' digests are checked,
-and only THEN is the reference computed, so the kernel can never read it (EXPLOITS.md class 6).
+and only THEN is the reference computed, so the kernel can never read it (class 6).
 The reference is poisoned before it is freed, so the caching allocator never hands a previous
 answer to a later allocation (classes 6 and 13).
 """

@@ -3,7 +3,7 @@
 The L2 size is read from the device. READING a buffer twice its size evicts every line a previous
 call (or the harness's own input refresh and output poisoning) left behind, and leaves only clean
 lines: a write-based flush would leave the L2 full of dirty lines whose write-back the timed
-kernel would pay for (measured on the H200: +10-20% on memory-bound kernels against ncu). A persisting access-policy window survives such a flush (EXPLOITS.md class 11),
+kernel would pay for (measured on the H200: +10-20% on memory-bound kernels against ncu). A persisting access-policy window survives such a flush (class 11),
 so before each call the persisting lines are reset (``cuCtxResetPersistingL2Cache``), the
 persisting carve-out is set to 0 and the current stream's access-policy window is cleared. After a
 call, a non-zero carve-out or window means the submission asked for one: rejected.

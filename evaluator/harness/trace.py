@@ -6,7 +6,7 @@ device operation (kernel, memcpy, memset) is attributed to the range in which th
 the launch is found through the CUPTI correlation id of the runtime/driver call, and where none is
 recorded, the operation's own start time is used. So operations launched from other threads while
 a call runs still count towards that call, and operations launched outside every range mean a
-background thread is working (EXPLOITS.md class 2).
+background thread is working (class 2).
 
 A call's time is its device span: the end of its last operation minus the start of its first, on
 any stream. An operation of the call that is still running on another stream when the marker

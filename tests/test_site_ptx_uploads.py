@@ -21,7 +21,11 @@ from test_runner_harness import messages_on
 from evaluator import HARNESS_VERSION
 from evaluator.ptx import jailed
 from evaluator.ptx.toolchain import find_tool
-from evaluator.report import DeviceInfo, EvaluationReport, FeatureEvidence, Status
+from evaluator.gpus import get_gpu_spec
+from evaluator.problems import get_problem
+from evaluator.report import DeviceInfo, EvaluationReport, FeatureEvidence, ShapeReport, Status, TimingStats, Witness
+from evaluator.scoring import sol_figures
+from evaluator.sol import t_sol
 from leaderboard import dispatch
 from leaderboard.models import Evaluation, Submission
 from leaderboard.rankings import ranking_rows
@@ -136,12 +140,35 @@ def test_a_cuda_upload_is_compiled_by_nvcc_and_its_errors_refused_with_line_numb
 # ---------------------------------------------------------------- required-feature filter
 
 
+def _timing(median_us: float) -> TimingStats:
+    return TimingStats(method="cupti", median_us=median_us, mean_us=median_us, min_us=median_us, max_us=median_us,
+                       std_us=0.0, n=100, ci95_low_us=median_us, ci95_high_us=median_us, ci95_half_width_rel=0.0,
+                       converged=True, ranked_source="device_span")
+
+
+def _shape(problem: Any, shape: Any, gpu: str, score: float) -> ShapeReport:
+    """A passed, witnessed shape whose medians give exactly ``score`` (baseline at 2 x t_SOL)."""
+    counts = problem.counts(shape.axes)
+    t_sol_us = t_sol(counts, get_gpu_spec(gpu)).t_sol_us
+    baseline_us = 2 * t_sol_us
+    kernel_us = t_sol_us + (baseline_us - t_sol_us) * (1 / score - 1)
+    sol = sol_figures(counts, get_gpu_spec(gpu), kernel_us * 1e-6, baseline_us * 1e-6)
+    witness = Witness(source="ncu", median_us=kernel_us, n=3, kernels_per_call=1, floor_us=0.9 * kernel_us,
+                      confirmed=True)
+    return ShapeReport(shape_id=shape.shape_id, axes=dict(shape.axes), ranked=shape.ranked, status=Status.PASSED,
+                       timing=_timing(kernel_us), baseline_timing=_timing(baseline_us), sol=sol, witness=witness)
+
+
 def ranked_report(submission: Submission, gpu: str, evidence: FeatureEvidence | None, score: float) -> EvaluationReport:
-    """A passed, rank-eligible report as a runner would send it (no per-shape detail needed here)."""
+    """A passed, witnessed, rank-eligible report as a runner would send it: every shape scores
+    ``score``, so the problem score the site recomputes is ``score``."""
+    problem = get_problem(submission.problem.name)
+    shapes = [_shape(problem, shape, gpu, score) for shape in problem.select_shapes("all", "cuda")]
     return EvaluationReport(
         harness_version=HARNESS_VERSION, problem=submission.problem.name,
         problem_version=submission.problem_version, language=submission.language,  # type: ignore[arg-type]
-        mode="ranked", status=Status.PASSED, problem_score=score, rank_eligible=True, evidence=evidence,
+        mode="ranked", status=Status.PASSED, problem_score=score, rank_eligible=True, witnessed=True,
+        evidence=evidence, shapes=shapes,
         device=DeviceInfo(kind="cuda", name="NVIDIA H100 80GB HBM3", gpu_type=gpu, development_device=False),
         started_at="2026-11-29T19:00:00Z", finished_at="2026-11-29T19:01:00Z", wall_seconds=60.0,
     )
@@ -195,9 +222,10 @@ def test_a_users_slower_result_that_meets_the_features_is_their_row_in_the_filte
 def test_where_nothing_is_required_the_filter_keeps_results_without_evidence(
     alice: Any, bob: Any, site: Any, problems: Any, gpu_types: Any
 ) -> None:
-    ptx = submit(alice, VADD, ["h100"], mode="ranked")
-    python = submit(bob, (REPO / "examples/python/vector_add.py").read_text(), ["h100"], language="python",
-                    mode="ranked")
+    with site():  # the hand-over to the broker runs on commit
+        ptx = submit(alice, VADD, ["h100"], mode="ranked")
+        python = submit(bob, (REPO / "examples/python/vector_add.py").read_text(), ["h100"], language="python",
+                        mode="ranked")
     assert evaluate(site, ptx, ranked_report(ptx, "h100", upload_evidence(ptx, "sm_90a"), 0.7)).features_met is None
     assert evaluate(site, python, ranked_report(python, "h100", None, 0.6)).features_met is None
     rows = ranking_rows(problems["vector_add"], gpu_types["h100"], require_features=True)
@@ -208,7 +236,8 @@ def test_where_features_are_required_a_result_without_evidence_is_filtered_out(
     alice: Any, site: Any, problems: Any, gpu_types: Any
 ) -> None:
     source = "def kernel(A, B, C):\n    C.copy_(A @ B)\n"
-    python = submit(alice, source, ["h100"], problem="gemm_bf16", language="python", mode="ranked")
+    with site():
+        python = submit(alice, source, ["h100"], problem="gemm_bf16", language="python", mode="ranked")
     assert evaluate(site, python, ranked_report(python, "h100", None, 0.9)).features_met is None
     problem, h100 = problems["gemm_bf16"], gpu_types["h100"]
     assert [row.user.username for row in ranking_rows(problem, h100)] == ["alice"]

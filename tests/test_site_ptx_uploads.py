@@ -19,11 +19,19 @@ from django.core.exceptions import ValidationError
 from test_runner_harness import messages_on
 
 from evaluator import HARNESS_VERSION
-from evaluator.ptx import jailed
-from evaluator.ptx.toolchain import find_tool
 from evaluator.gpus import get_gpu_spec
 from evaluator.problems import get_problem
-from evaluator.report import DeviceInfo, EvaluationReport, FeatureEvidence, ShapeReport, Status, TimingStats, Witness
+from evaluator.ptx import jailed
+from evaluator.ptx.toolchain import find_tool
+from evaluator.report import (
+    DeviceInfo,
+    EvaluationReport,
+    FeatureEvidence,
+    ShapeReport,
+    Status,
+    TimingStats,
+    Witness,
+)
 from evaluator.scoring import sol_figures
 from evaluator.sol import t_sol
 from leaderboard import dispatch

@@ -170,15 +170,16 @@ def database_sessions() -> int:
 
 def test_many_waiters_leave_the_other_endpoints_responsive(server: str, token: str) -> None:
     submission_id = submitted(server, token)
+    sessions_before = database_sessions()
     with ThreadPoolExecutor(max_workers=60) as pool:
-        waiters = [pool.submit(call, server, token, f"/api/submissions/{submission_id}?wait=4") for _ in range(50)]
+        waiters = [pool.submit(call, server, token, f"/api/submissions/{submission_id}?wait=20") for _ in range(50)]
         time.sleep(1.0)  # all 50 are waiting now
-        assert database_sessions() < 15  # a waiting request holds no database connection
+        assert database_sessions() - sessions_before < 10  # a waiting request holds no database connection
         started = time.monotonic()
         status, _, problems = call(server, token, "/api/problems")
-        assert status == 200 and problems and time.monotonic() - started < 2
+        assert status == 200 and problems and time.monotonic() - started < 3
         Evaluation.objects.get(submission_id=submission_id).transition("running")
-        outcomes = [future.result(timeout=10)[1]["X-Wait-Outcome"] for future in waiters]
+        outcomes = [future.result(timeout=30)[1]["X-Wait-Outcome"] for future in waiters]
     assert outcomes == ["changed"] * 50
 
 

@@ -44,7 +44,7 @@ def current_states(submission_ids: list[int]) -> dict[int, str]:
         for submission_id, evaluation_id, status in rows:
             pairs[submission_id].append((evaluation_id, status))
     finally:
-        connections.close_all()  # this executor thread may not come back: hold no connection
+        _close_connections()  # this executor thread may not come back: hold no connection
     return {pk: state_token(items) for pk, items in pairs.items()}
 
 
@@ -130,12 +130,21 @@ def _db_slot() -> asyncio.Semaphore:
     return _slots[loop]
 
 
-async def _detail(request: HttpRequest, pk: int) -> Any:
-    """The DRF detail view, then this request's connection closed: a waiting request holds none
-    (Django would close it only when the request ends, after the wait)."""
+def _close_connections() -> None:
+    """Close this thread's database connections, unless one is inside a transaction (a test's,
+    or a WSGI request with ATOMIC_REQUESTS): that one is not ours to end."""
+    for connection in connections.all(initialized_only=True):
+        if not connection.in_atomic_block:
+            connection.close()
+
+
+async def _detail(request: HttpRequest, pk: int, before_wait: bool = False) -> Any:
+    """The DRF detail view. ``before_wait``: then close this request's connection, so a waiting
+    request holds none (Django would close it only when the request ends, after the wait)."""
     async with _db_slot():
         response = await sync_to_async(detail_view)(request, pk=pk)
-        await sync_to_async(connections.close_all)()
+        if before_wait:
+            await sync_to_async(_close_connections)()
     return response
 
 
@@ -148,7 +157,7 @@ async def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
         wait = parse_wait(request.GET["wait"])
     except ApiError as error:
         return error.json_response()
-    response = await _detail(request, pk)
+    response = await _detail(request, pk, before_wait=True)
     if response.status_code != 200 or response.data["status"] == "finished" or wait == 0:
         return response
     since = request.GET.get("since")
@@ -179,7 +188,7 @@ def _snapshot(pk: int, viewer: Any) -> dict[str, Any]:
         submission = Submission.objects.select_related("problem", "user", "origin").get(pk=pk)
         return submission_body(submission, viewer, with_report=False)
     finally:
-        connections.close_all()
+        _close_connections()
 
 
 async def _stream(pk: int, viewer: Any, first: dict[str, Any]) -> AsyncIterator[str]:
@@ -200,7 +209,7 @@ async def submission_events(request: HttpRequest, pk: int) -> HttpResponse:
     """``text/event-stream``: a ``status`` event now and on every change, ``end`` when finished."""
     if request.method != "GET":
         return ApiError("method_not_allowed", f"method {request.method} not allowed").json_response()
-    response = await _detail(request, pk)  # authentication, permission and 404, as the detail view
+    response = await _detail(request, pk, before_wait=True)  # authentication, permission, 404
     if response.status_code != 200:
         return response
     viewer = response.renderer_context["request"].user

@@ -41,6 +41,8 @@ def _check(request: EvaluationRequest) -> None:
         raise ValueError(f"unknown language {request.language!r}")
     if request.device not in ("cuda", "cpu"):
         raise ValueError(f"unknown device {request.device!r}")
+    if request.device == "cpu" and request.language != "python":
+        raise ValueError(f"{request.language} submissions need a GPU: the CPU development device runs Python only")
     if request.mode not in ("test", "ranked"):
         raise ValueError(f"unknown mode {request.mode!r}")
     if not Path(request.file).is_file():

@@ -98,11 +98,15 @@ def test_a_missing_file_is_the_evaluators_error() -> None:
     assert result.returncode == 2
 
 
-def test_ptx_is_a_compile_error_when_the_loader_cannot_build_it(tmp_path: Path) -> None:
+def test_the_language_follows_the_extension_and_ptx_needs_a_gpu(tmp_path: Path) -> None:
     source = tmp_path / "k.ptx"
     source.write_text("this is not ptx")
-    report = evaluate_file("vector_add", source, *CPU, "--language", "ptx")
-    assert report["status"] == "COMPILE_ERROR"
+    result = run_cli("run", "vector_add", str(source), *CPU)  # no --language: .ptx is PTX, not Python
+    assert result.returncode == 2
+    assert "ptx submissions need a GPU" in result.stderr
+    renamed = tmp_path / "kernel.txt"  # any other extension is Python
+    renamed.write_text((GOOD / "baseline.py").read_text())
+    assert evaluate_file("vector_add", renamed, *CPU)["status"] == "PASSED"
 
 
 def test_the_human_summary_names_the_status_of_every_shape() -> None:

@@ -31,6 +31,18 @@ def test_it_prints_the_validation_as_json() -> None:
     assert arch["evidence"]["missing"] == [] and arch["kernels"][0]["registers"] > 0
 
 
+def test_without_a_launch_spec_it_still_assembles_and_warns(tmp_path: Path) -> None:
+    source = tmp_path / "bare.ptx"
+    source.write_text(".version 8.0\n.target sm_90a\n.address_size 64\n"
+                      ".visible .entry add(.param .u64 a) { ret; }\n")
+    done = check_ptx(str(source), "--arch", "sm_90a", "--json")
+    result = json.loads(done.stdout)
+    assert result["ok"], result["errors"]
+    assert "no launch spec" in result["warnings"][0]["message"]
+    assert result["archs"][0]["kernels"][0]["name"] == "add"
+    assert result["archs"][0]["kernels"][0]["registers"] is not None
+
+
 def test_a_refused_file_still_exits_zero_with_ok_false(tmp_path: Path) -> None:
     bad = tmp_path / "bad.ptx"
     bad.write_text((ROOT / "examples/ptx/vector_add.ptx").read_text().replace("ret;", "retx;"))

@@ -20,7 +20,8 @@ EXIT_INTERNAL = 3
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("problem", help="problem name (python -m evaluator problems)")
     parser.add_argument("file", type=Path, help="submission source file")
-    parser.add_argument("--language", choices=["python", "ptx", "cuda"], default="python")
+    parser.add_argument("--language", choices=["python", "ptx", "cuda"], default=None,
+                        help="default: from the file's extension (.ptx, .cu/.cuh, else python)")
     parser.add_argument("--spec", type=Path, default=None, help="launch spec for PTX/CUDA")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--mode", choices=["test", "ranked"], default="test")
@@ -40,6 +41,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the witness collects kernel durations only (no launch facts)")
     parser.add_argument("--profile-sections", action="store_true",
                         help="the witness also collects ncu's SpeedOfLight/LaunchStats/Occupancy (slower)")
+
+
+#: The language a file's extension names; anything else is Python.
+EXTENSIONS = {".ptx": "ptx", ".cu": "cuda", ".cuh": "cuda", ".py": "python"}
+
+
+def language_of(path: Path) -> str:
+    return EXTENSIONS.get(path.suffix.lower(), "python")
 
 
 def _secret_from_stdin() -> int:
@@ -73,7 +82,7 @@ def build_request(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return EvaluationRequest(
         problem=args.problem,
         file=args.file,
-        language=args.language,
+        language=args.language or language_of(args.file),
         spec=args.spec,
         device=args.device,
         mode=args.mode,

@@ -16,8 +16,8 @@ from evaluator.ptx import abi as abi_mod
 from evaluator.ptx.archs import ARCHS, GPU_ARCH
 from evaluator.ptx.build import attach_evidence, build_for_arch, check_problem_fit, error, load_spec
 from evaluator.ptx.errors import SpecError
-from evaluator.ptx.models import UploadValidation
-from evaluator.ptx.spec import spec_summary
+from evaluator.ptx.models import Diagnostic, UploadValidation
+from evaluator.ptx.spec import LaunchSpec, extract_spec_text, spec_summary
 from evaluator.ptx.toolchain import tool_versions
 
 MAX_SOURCE_BYTES = 4 * 1024 * 1024
@@ -38,11 +38,16 @@ def validate_upload(
     if not _precheck(language, source, problem, result):
         return result
     try:
-        spec = load_spec(source, launch_spec, abi)
+        spec: LaunchSpec | None = load_spec(source, launch_spec, abi)
     except SpecError as problem_:
-        result.errors.append(error("spec", problem_.message))
-        return result
-    result.spec = spec_summary(spec)
+        if abi is not None or _has_spec(source, launch_spec):
+            result.errors.append(error("spec", problem_.message))
+            return result
+        # A check on its own (no problem, no spec): assemble anyway for registers and features.
+        result.warnings.append(Diagnostic(stage="spec", severity="warning", message=(
+            f"{problem_.message}; assembled without one: resources and features only, no ABI check")))
+        spec = None
+    result.spec = spec_summary(spec) if spec is not None else None
     targets = _targets(archs, abi, result)
     for arch in targets:
         build = build_for_arch(language, source, spec, abi, arch)
@@ -52,6 +57,10 @@ def validate_upload(
         result.archs.append(build.result)
     result.ok = not result.errors and bool(result.archs) and all(a.ok for a in result.archs)
     return result
+
+
+def _has_spec(source: str, launch_spec: str | None) -> bool:
+    return bool(launch_spec and launch_spec.strip()) or extract_spec_text(source) is not None
 
 
 def _abi(problem: Any) -> abi_mod.ProblemAbi | None:

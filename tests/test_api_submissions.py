@@ -7,6 +7,7 @@ alice's reports, never her source; the operator is staff.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +168,21 @@ def test_each_refusal_has_its_status_code_and_field(alice_api: APIClient, overri
     assert response.status_code == status, response.json()
     error = error_of(response)
     assert (error["code"], error["field"]) == (code, field)
+    assert Submission.objects.count() == 0
+
+
+@pytest.mark.parametrize(("overrides", "field"), [
+    ({"source": "x = '\udcff'\n"}, "source"),
+    ({"language": "ptx", "launch_spec": "grid = '\ud800'"}, "launch_spec"),
+])
+def test_a_lone_surrogate_sent_as_a_json_escape_is_a_400_naming_the_field(
+        alice_api: APIClient, overrides: dict[str, Any], field: str) -> None:
+    body = json.dumps(submit_body(**overrides))  # ASCII JSON: the surrogate travels as \udcff
+    response = alice_api.generic("POST", "/api/submissions", body, content_type="application/json")
+    assert response.status_code == 400, response.content
+    error = error_of(response)
+    assert error["field"] == field and error["code"] in ("invalid_source", "invalid")
+    assert "surrogate" in error["message"].lower()
     assert Submission.objects.count() == 0
 
 

@@ -17,6 +17,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
 
+from evaluator.ptx.sourcetext import text_problem
 from leaderboard.api import quotas
 from leaderboard.api.errors import ApiError, from_validation_error, too_large
 from leaderboard.api.serializers import max_source_bytes
@@ -51,6 +52,10 @@ class SubmitRequest:
 
     def precheck(self) -> None:
         """Cheap checks with precise codes before anything is locked or compiled."""
+        for field, text in (("source", self.source), ("launch_spec", self.launch_spec or "")):
+            problem = text_problem(text) if text else None
+            if problem:  # a lone surrogate (a JSON escape) cannot even be encoded: say so, no 500
+                raise ApiError("invalid_source", problem, field)
         size = len(self.source.encode("utf-8"))
         if size > max_source_bytes():
             raise too_large("source", size, max_source_bytes())
@@ -66,7 +71,7 @@ class SubmitRequest:
 def request_fingerprint(data: Any) -> str:
     """sha256 of the request body as canonical JSON: formatting and key order do not matter."""
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def check_idempotency_key(key: str | None) -> str | None:

@@ -199,17 +199,20 @@ class Child:
             self.send({"type": "called", "error": f"the kernel raised {type(error).__name__}: {error}",
                        "fatal": self.context_poisoned()})
             return
-        problem = self.activity.problems(native=False) or self._swapped(outputs, ids)
+        busy = self.activity.problems(native=False)
+        status, problem = ("REJECTED", busy) if busy else self._changed_outputs(outputs, ids)
         note = (f"kernel returned a {type(returned).__name__}; ignored (outputs are written in place)"
                 if returned is not None else "")
-        self.send({"type": "called", "problem": problem, "note": note})
+        self.send({"type": "called", "problem": problem, "problem_status": status, "note": note})
 
-    def _swapped(self, outputs: list[torch.Tensor], ids: list[Any]) -> str | None:
+    def _changed_outputs(self, outputs: list[torch.Tensor], ids: list[Any]) -> tuple[str | None, str | None]:
+        """An output object the kernel changed (dtype, shape, storage): its writes never reached the
+        judge's buffer; saying how is better feedback than the judge's NaNs."""
         for spec, tensor, expected in zip(self.problem.outputs, outputs, ids):
             bad = check_identity(spec.name, tensor, expected)
-            if bad and bad[0].value == "REJECTED":
-                return bad[1]
-        return None
+            if bad:
+                return bad[0].value, bad[1]
+        return None, None
 
     def context_poisoned(self) -> bool:
         if self.device != "cuda":

@@ -32,6 +32,8 @@ from evaluator.harness.shared import Arena
 from evaluator.problems import Problem
 
 PR_SET_DUMPABLE = 4
+#: Statuses the child may report against itself (never PASSED).
+SELF_REPORTED = ("REJECTED", "INCORRECT_DTYPE", "INCORRECT_SHAPE")
 
 
 class HarnessFailure(RuntimeError):
@@ -284,8 +286,9 @@ class Judge:
         answer = self.child.receive("called")
         if answer.get("error"):
             return "RUNTIME_ERROR", str(answer["error"])[:4000], {}, bool(answer.get("fatal"))
-        if answer.get("problem"):
-            return "REJECTED", str(answer["problem"]), {}, False
+        if answer.get("problem"):  # the child incriminating itself: only failing statuses are taken
+            status = str(answer.get("problem_status"))
+            return (status if status in SELF_REPORTED else "REJECTED"), str(answer["problem"]), {}, False
         status, message, errors = self.verify(ctx, inputs, outputs, private)
         note = str(answer.get("note") or "")
         if note and status == "PASSED":

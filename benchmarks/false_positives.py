@@ -24,7 +24,7 @@ from typing import Any
 
 from evaluator.problems import load_catalogue
 from runners import execute, sandbox
-from runners.protocol import Job
+from solboard_common.protocol import Job
 from runners.slots import Slot, StateDir, claim_job_user
 
 REPO = Path(__file__).resolve().parent.parent

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from runners import execute, sandbox
-from runners.protocol import Job
+from solboard_common.protocol import Job
 from runners.slots import Slot, StateDir, claim_job_user
 
 CUDA_JOB = r'''

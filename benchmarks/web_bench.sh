@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Website benchmark: 100,000 seeded submissions on PostgreSQL, the production server (gunicorn, DEBUG
-# off, static files collected), 50 locust users loading the ranking pages and the home page for 60 s.
-# Traffic stays on 127.0.0.1. Results: benchmarks/results/web/ (locust CSVs and summary.txt).
+# Website benchmark: 100,000 seeded submissions on PostgreSQL, served as the production example
+# serves them (docs/configuration.md: uvicorn with the ASGI app, DEBUG off, static files collected,
+# the page cache in Redis), 50 locust users loading the ranking pages and the home page for 60 s.
+# Traffic stays on 127.0.0.1. Results: benchmarks/results/web/ (locust CSVs and summary.txt, with the
+# machine's load average before and after: other work on the machine shows in the figures).
 #
 #   benchmarks/web_bench.sh            seed a fresh database (about 15 min on 2 cores), then load it
 #   REUSE=1 benchmarks/web_bench.sh    load the database seeded by an earlier run
@@ -16,7 +18,7 @@ USERS=${USERS:-50}
 DURATION=${DURATION:-60s}
 WORKERS=${WORKERS:-4}
 PORT=${PORT:-8077}
-OUT=benchmarks/results/web
+OUT=${OUT:-benchmarks/results/web}
 mkdir -p "$OUT"
 
 # The production example (docs/configuration.md), on loopback without TLS.
@@ -33,8 +35,10 @@ if [ "${REUSE:-0}" != 1 ]; then
     "$PY" benchmarks/web_seed.py --submissions "$SUBMISSIONS" --users 1000 | tail -1 > "$OUT/seed.txt"
 fi
 "$PY" manage.py collectstatic --noinput -v0
+"$PY" manage.py shell -c "from django.core.cache import cache; cache.clear()"  # no page from an earlier run
 
-.venv/bin/gunicorn leaderboard.wsgi --workers "$WORKERS" --bind "127.0.0.1:$PORT" --log-level warning &
+.venv/bin/uvicorn leaderboard.asgi:application --workers "$WORKERS" --host 127.0.0.1 --port "$PORT" \
+    --log-level warning --no-access-log &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
 for _ in $(seq 60); do curl -sf -o /dev/null "http://127.0.0.1:$PORT/" && break; sleep 1; done
@@ -42,9 +46,11 @@ for gpu in h100 h200 b200; do  # warm each worker's connection and template cach
     for problem in vector_add gemm_bf16 softmax rmsnorm swiglu; do curl -sf -o /dev/null "http://127.0.0.1:$PORT/problems/$problem/?gpu=$gpu"; done
 done
 
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 .venv/bin/locust -f benchmarks/web_load.py --headless -u "$USERS" -r 10 -t "$DURATION" --only-summary \
     --host "http://127.0.0.1:$PORT" --csv "$OUT/locust" 2>&1 | tail -25 | tee "$OUT/summary.txt"
 {
-    echo "commit $(git rev-parse --short HEAD), $(date -u +%FT%TZ), $(nproc) cores, gunicorn --workers $WORKERS,"
+    echo "commit $(git rev-parse --short HEAD), $(date -u +%FT%TZ), $(nproc) cores, uvicorn --workers $WORKERS,"
+    echo "load average (1, 5, 15 min) before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "$USERS locust users (0.5-1.5 s think time) for $DURATION, $(cat "$OUT/seed.txt" 2>/dev/null)"
 } >> "$OUT/summary.txt"

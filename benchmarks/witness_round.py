@@ -92,8 +92,10 @@ def honest_files() -> list[tuple[str, str, list[str]]]:
     return files
 
 
-def section_honest(runs: int, deadline: float, only: str | None = None) -> list[dict[str, Any]]:
-    results = []
+def section_honest(runs: int, deadline: float, only: str | None = None,
+                   out: Path | None = None) -> list[dict[str, Any]]:
+    """Each evaluation is written as soon as it ends: a call killed at its limit keeps the rest."""
+    results: list[dict[str, Any]] = []
     for attempt in range(runs):
         for problem, path, extra in honest_files():
             if only and problem not in only.split(",") and path not in only.split(","):
@@ -105,6 +107,8 @@ def section_honest(runs: int, deadline: float, only: str | None = None) -> list[
             result = evaluate(problem, target, ["--mode", "ranked", "--shapes", "ranked", *extra], 500)
             result["file"] = path
             results.append({"run": attempt, **brief(result)})
+            if out is not None:
+                (out / "honest.json").write_text(json.dumps(results, indent=1))
     return results
 
 
@@ -152,8 +156,7 @@ def main() -> int:
         (args.out / "cheats.json").write_text(json.dumps(cheats, indent=1))
         summary["cheats"] = [{k: c[k] for k in ("file", "status", "message", "rank_eligible")} for c in cheats]
     if "honest" in sections:
-        honest = section_honest(args.runs, deadline - 60, args.only)
-        (args.out / "honest.json").write_text(json.dumps(honest, indent=1))
+        honest = section_honest(args.runs, deadline - 60, args.only, args.out)
         summary["honest"] = honest_summary(honest)
     if "gputests" in sections and time.monotonic() < deadline - 30:
         tests = run([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider"],

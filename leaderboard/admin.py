@@ -12,6 +12,7 @@ from leaderboard.models import (
     ApiToken,
     Evaluation,
     GpuType,
+    IdempotencyRecord,
     Problem,
     RankingEntry,
     RunnerAuthFailure,
@@ -20,6 +21,8 @@ from leaderboard.models import (
     Shape,
     ShapeResult,
     Submission,
+    SubmissionOrigin,
+    WebhookDelivery,
 )
 
 
@@ -184,13 +187,47 @@ class RankingEntryAdmin(admin.ModelAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ["prefix", "name", "user", "created_at", "last_used_at", "revoked_at"]
+    list_display = ["prefix", "name", "user", "agent_name", "created_at", "last_used_at", "revoked_at"]
     list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
-    search_fields = ["prefix", "name", "user__username"]
-    exclude = ["token_hash"]
+    search_fields = ["prefix", "name", "user__username", "agent_name"]
+    exclude = ["token_hash", "webhook_secret"]  # never shown: the hash and the signing secret
     readonly_fields = ["prefix", "created_at", "last_used_at"]
     raw_id_fields = ["user"]
     date_hierarchy = "created_at"
 
     def has_add_permission(self, request: object) -> bool:
         return False  # the plain token must be shown once: `manage.py create_api_token`
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(admin.ModelAdmin):
+    """What the site worker owes callback URLs; a failed one shows its last error."""
+
+    list_display = ["id", "evaluation", "token", "state", "attempts", "next_attempt_at", "response_status"]
+    list_filter = ["state"]
+    search_fields = ["url", "token__prefix"]
+    readonly_fields = ["evaluation", "token", "url", "payload", "attempts", "last_error", "response_status",
+                       "created_at", "delivered_at"]
+    date_hierarchy = "created_at"
+
+
+@admin.register(IdempotencyRecord)
+class IdempotencyRecordAdmin(admin.ModelAdmin):
+    list_display = ["user", "key", "endpoint", "status_code", "submission", "created_at"]
+    search_fields = ["user__username", "key"]
+    readonly_fields = ["user", "key", "endpoint", "request_sha256", "status_code", "submission", "response",
+                       "created_at"]
+    date_hierarchy = "created_at"
+
+    def has_add_permission(self, request: object) -> bool:
+        return False  # made by the API only
+
+
+@admin.register(SubmissionOrigin)
+class SubmissionOriginAdmin(admin.ModelAdmin):
+    list_display = ["submission", "agent_name", "agent_model", "agent_version", "token"]
+    search_fields = ["agent_name", "agent_model"]
+    readonly_fields = ["submission", "token", "agent_name", "agent_model", "agent_version"]
+
+    def has_add_permission(self, request: object) -> bool:
+        return False  # copied from the token at submission time

@@ -256,7 +256,8 @@ class Judge:
                     report = shape_dict(shape, status, f"{label}: {message}")
                     report.update(checks=checks, fatal=fatal)
                     return report
-        report = shape_dict(shape, "PASSED", "; ".join(sorted({c["message"] for c in checks if c["message"]})))
+        notes = sorted({str(check["message"]) for check in checks if check["message"]})
+        report = shape_dict(shape, "PASSED", "; ".join(notes))
         report["checks"] = checks
         return report
 

@@ -116,6 +116,7 @@ class ChildProcess:
         self.broken = False
         self._lock = threading.Lock()
         self._stopped = threading.Event()
+        self._log = ""
 
     def spawn(self, start_limit_s: float) -> None:
         to_child_r, self.to_child = os.pipe()

@@ -166,10 +166,10 @@ def _is_marker(name: str) -> bool:
 def parse_ncu_output(text: str) -> list[Any]:
     """Kernel rows in ID order; duplicate or missing IDs mean someone wrote into ncu's output."""
     rows = parse_raw_csv(text)
-    ids = [row.launch_id for row in rows]
-    if any(value is None for value in ids) or sorted(ids) != list(range(len(ids))):
+    ids = [row.launch_id if row.launch_id is not None else -1 for row in rows]
+    if sorted(ids) != list(range(len(ids))):
         raise ValueError(f"ncu's kernel IDs are not 0..{len(ids) - 1} exactly once: output tampered with")
-    return sorted(rows, key=lambda row: row.launch_id)
+    return sorted(rows, key=lambda row: row.launch_id or 0)
 
 
 class NcuSession:
@@ -228,6 +228,9 @@ class NcuSession:
     def finish(self, wait_s: float) -> str:
         if not hasattr(self, "process"):
             return ""
+        finished: str | None = getattr(self, "_finished", None)
+        if finished is not None:
+            return finished
         try:
             self.process.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:
@@ -242,6 +245,7 @@ class NcuSession:
             if handle is not None:
                 handle.close()
         text = bytes(self.output).decode("utf-8", errors="replace")
+        self._finished = text
         dump = os.environ.get("SOLBOARD_WITNESS_DUMP")  # a folder: keep ncu's raw output (debugging)
         if dump:
             with open(os.path.join(dump, f"{self.name}.txt"), "w") as handle:

@@ -66,11 +66,12 @@ def witness_shapes(judge: Any, passed: list[tuple[Any, dict[str, Any]]]) -> list
     if session.ncu is None:
         return ["no timing witness on this runner (ncu not found): the result is provisional, never ranked"]
     try:
-        times = _session(judge, session, timed)
+        output = _session(judge, session, timed)
     except WitnessFailed as error:
-        session.finish(5)
         return [f"no timing witness: {error}; the result is provisional, never ranked"]
-    return _apply(session, timed, times)
+    finally:
+        session.finish(5)  # idempotent: ncu and the witness process never outlive the job
+    return _apply(session, timed, output)
 
 
 def _session(judge: Any, session: NcuSession, timed: list[tuple[Any, dict[str, Any]]]) -> str:

@@ -1,8 +1,8 @@
 """The site's Celery app (Django-aware). Workers: ``celery -A leaderboard.celery worker -Q site``.
 
 Runner nodes have their own app (runners/, no Django) built from the same
-``runners.config.celery_common_settings``; the two sides meet only through task names and queues
-(runners/protocol.py).
+``solboard_common.config.celery_common_settings``; the two sides meet only through task names and queues
+(solboard_common/protocol.py).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 from celery import Celery
 
-from runners.config import celery_common_settings
-from runners.protocol import RUNNER_TASK, SITE_QUEUE, parse_gpu_queue
+from solboard_common.config import celery_common_settings
+from solboard_common.protocol import RUNNER_TASK, SITE_QUEUE, parse_gpu_queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "leaderboard.settings")
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from runners.config import (
+from solboard_common.config import (
     broker_url,
     default_result_backend,
     env_bool,
@@ -30,7 +30,7 @@ from runners.config import (
     sqlite_path_of,
     var_dir,
 )
-from runners.private_state import create_private_file, make_private_dir, tighten_var
+from solboard_common.private_state import create_private_file, make_private_dir, tighten_var
 
 GRACE_SECONDS = 20.0
 POLL_SECONDS = 0.3

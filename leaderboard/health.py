@@ -8,7 +8,7 @@ from typing import Any
 from django.db import connection
 from kombu import Connection
 
-from runners.protocol import SITE_QUEUE
+from solboard_common.protocol import SITE_QUEUE
 
 BROKER_TIMEOUT_S = 3.0
 
@@ -41,7 +41,7 @@ def check_broker(url: str) -> dict[str, Any]:
 
 
 def _options(url: str) -> dict[str, Any]:
-    from runners.config import broker_transport_options
+    from solboard_common.config import broker_transport_options
 
     return broker_transport_options(url)
 

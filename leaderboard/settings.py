@@ -12,7 +12,8 @@ from typing import Any
 
 import dj_database_url
 
-from runners.config import (
+from solboard_common.config import (
+    BROKER_VISIBILITY_TIMEOUT_S,
     SQLITE_BUSY_TIMEOUT_S,
     ConfigError,
     default_result_backend,
@@ -24,7 +25,8 @@ from runners.config import (
     env_str,
     var_dir,
 )
-from runners.config import broker_url as _broker_url
+from solboard_common.config import broker_url as _broker_url
+from solboard_common.protocol import JobLimits
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = var_dir()
@@ -158,6 +160,22 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
 SOLBOARD_DEV_GPU_TYPE = env_str("SOLBOARD_DEV_GPU_TYPE", "cpu")
 # A runner that has not sent a heartbeat for this long is considered gone.
 SOLBOARD_RUNNER_STALE_SECONDS = env_int("SOLBOARD_RUNNER_STALE_SECONDS", 90, minimum=5)
+# Dispatch (docs/runners.md): read here once, so a bad value stops the process at start instead of
+# failing later inside a task or an on_commit hook, where it would only be logged.
+# Evaluations of one user handed to the broker at once per GPU type (fair scheduling).
+SOLBOARD_MAX_INFLIGHT_PER_USER = env_int("SOLBOARD_MAX_INFLIGHT_PER_USER", 4, minimum=1)
+# A runner message signed further than this from the site's clock is refused.
+SOLBOARD_RUNNER_MESSAGE_WINDOW_SECONDS = env_int("SOLBOARD_RUNNER_MESSAGE_WINDOW_SECONDS", 300, minimum=10)
+# Minimum time between two heartbeat-triggered sweeps of one site process.
+SOLBOARD_SWEEP_SECONDS = env_float("SOLBOARD_SWEEP_SECONDS", 10.0, minimum=0.5)
+# Handed to the broker but never started for this long: handed over again (outlasts a redelivery).
+SOLBOARD_BROKER_WAIT_MAX_SECONDS = env_float(
+    "SOLBOARD_BROKER_WAIT_MAX_SECONDS", BROKER_VISIBILITY_TIMEOUT_S + 600.0, minimum=1)
+# Stage limits sent with every job (defaults: the protocol's JobLimits).
+_JOB_LIMITS = JobLimits()
+SOLBOARD_JOB_COMPILE_SECONDS = env_float("SOLBOARD_JOB_COMPILE_SECONDS", _JOB_LIMITS.compile_seconds, minimum=1)
+SOLBOARD_JOB_TEST_SECONDS = env_float("SOLBOARD_JOB_TEST_SECONDS", _JOB_LIMITS.test_seconds, minimum=1)
+SOLBOARD_JOB_RANKED_SECONDS = env_float("SOLBOARD_JOB_RANKED_SECONDS", _JOB_LIMITS.ranked_seconds, minimum=1)
 # The website serves a ranking board or the home page's tables rendered at most this long ago (0: never cached).
 SOLBOARD_WEB_CACHE_SECONDS = env_int("SOLBOARD_WEB_CACHE_SECONDS", 10, minimum=0)
 # Shared by every web process when set (redis://host:6379/2): a board is then rendered once per interval
@@ -166,7 +184,7 @@ SOLBOARD_CACHE_URL = env_str("SOLBOARD_CACHE_URL") or ""
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": SOLBOARD_CACHE_URL}
           if SOLBOARD_CACHE_URL else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
-# Celery (leaderboard/celery.py reads these; runners/config.py holds what both apps share).
+# Celery (leaderboard/celery.py reads these; solboard_common/config.py holds what both apps share).
 CELERY_BROKER_URL = _broker_url()
 CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND") or default_result_backend()
 

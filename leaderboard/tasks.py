@@ -12,7 +12,7 @@ import socket
 from typing import Any
 
 from leaderboard.celery import site_task
-from runners.protocol import SITE_QUEUE
+from solboard_common.protocol import SITE_QUEUE
 
 
 @site_task(name="leaderboard.ping", bind=True, queue=SITE_QUEUE, time_limit=30, soft_time_limit=20)
@@ -36,7 +36,7 @@ import logging
 
 from django.db import OperationalError
 
-from runners.protocol import (
+from solboard_common.protocol import (
     SITE_HEARTBEAT_TASK,
     SITE_RESULT_TASK,
     SITE_STARTED_TASK,

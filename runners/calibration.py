@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from runners.config import REPO_ROOT
 from runners.slots import safe_name, write_json
+from solboard_common.config import REPO_ROOT
 
 log = logging.getLogger(__name__)
 CALIBRATE_TIMEOUT_S = 900

@@ -1,7 +1,7 @@
 """The runner's Celery app: no Django, no database, no result backend.
 
 Workers: ``celery -A runners.celery_app worker -Q gpu.<type>.x<n> --pool solo`` (the node
-supervisor starts them; see node.py). Settings come from ``runners.config.celery_common_settings``,
+supervisor starts them; see node.py). Settings come from ``solboard_common.config.celery_common_settings``,
 shared with the site's app: JSON only, acks_late, reject_on_worker_lost, prefetch 1, visibility
 timeout longer than the longest job.
 """
@@ -15,14 +15,14 @@ import signal
 from celery import Celery
 from celery.signals import task_postrun, worker_process_init, worker_ready
 
-from runners.config import broker_url
+from solboard_common.config import broker_url
 
 PR_SET_PDEATHSIG = 1
 SUPERVISOR_PID_VARIABLE = "SOLBOARD_RUNNER_SUPERVISOR_PID"
 
 
 def build_app(url: str | None = None) -> Celery:
-    from runners.config import celery_common_settings
+    from solboard_common.config import celery_common_settings
 
     app = Celery("runners")
     app.conf.update(celery_common_settings(url or broker_url()))

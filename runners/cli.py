@@ -22,10 +22,16 @@ from pathlib import Path
 from types import FrameType
 from urllib.parse import urlsplit
 
-from runners.config import ConfigError, broker_url, broker_url_from_file, default_credential_file
 from runners.node import Node, NodeConfig, NodeError
-from runners.protocol import control_queue
-from runners.signing import (
+from solboard_common.config import (
+    ConfigError,
+    broker_url,
+    broker_url_from_file,
+    default_credential_file,
+    env_float,
+)
+from solboard_common.protocol import control_queue
+from solboard_common.signing import (
     Credential,
     CredentialError,
     credential_from_environment,
@@ -115,17 +121,23 @@ def node_name(requested: str | None, credential: Credential) -> str:
     return credential.node
 
 
+def build_config(args: argparse.Namespace) -> NodeConfig:
+    """The node's one configuration: command line and environment, read once at start."""
+    device, gpu_indices = args.device, args.gpus
+    if device.isdigit():
+        device, gpu_indices = "cuda", [int(device)]
+    credential = resolve_credential(args.credential_file)
+    return NodeConfig(name=node_name(args.name, credential), broker_url=resolve_broker(args),
+                      credential=credential, device=device, gpu_indices=gpu_indices,
+                      state_dir=args.state_dir, scratch=args.scratch, loglevel=args.loglevel,
+                      heartbeat_seconds=env_float("SOLBOARD_HEARTBEAT_SECONDS", 10.0, minimum=0.5))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.loglevel, format="%(asctime)s %(levelname)s runner %(name)s: %(message)s")
     try:
-        device, gpu_indices = args.device, args.gpus
-        if device.isdigit():
-            device, gpu_indices = "cuda", [int(device)]
-        credential = resolve_credential(args.credential_file)
-        config = NodeConfig(name=node_name(args.name, credential), broker_url=resolve_broker(args),
-                            credential=credential, device=device, gpu_indices=gpu_indices,
-                            state_dir=args.state_dir, scratch=args.scratch, loglevel=args.loglevel)
+        config = build_config(args)
         # Celery reads CELERY_BROKER_URL before its configured broker_url: make them agree, or
         # --broker would be ignored by this process's own messages (heartbeats).
         os.environ["CELERY_BROKER_URL"] = config.broker_url

@@ -18,10 +18,10 @@ from pydantic import ValidationError
 
 from evaluator.report import EvaluationReport
 from runners import sandbox
-from runners.config import REPO_ROOT, var_dir
 from runners.procs import MARKER_VARIABLE
-from runners.protocol import Job, JobResult
 from runners.slots import Slot, StateDir, safe_name
+from solboard_common.config import REPO_ROOT, var_dir
+from solboard_common.protocol import Job, JobResult
 
 #: The report is stdout; it may be long (every check of every shape), so its cap is generous.
 REPORT_MAX_BYTES = 16 << 20

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from runners.protocol import GpuInfo
+from solboard_common.protocol import GpuInfo
 
 log = logging.getLogger(__name__)
 

@@ -9,15 +9,10 @@ from __future__ import annotations
 import socket
 
 from runners import jobflow
-from runners.config import env_float
-from runners.protocol import GpuInfo, Heartbeat
 from runners.slots import Slot, StateDir
+from solboard_common.protocol import GpuInfo, Heartbeat
 
 VERSION = "solboard-runner/1"
-
-
-def interval_seconds() -> float:
-    return env_float("SOLBOARD_HEARTBEAT_SECONDS", 10.0, minimum=0.5)
 
 
 def build(node: str, slot: Slot, state: StateDir, gpus: list[GpuInfo], calibration: dict[str, float]) -> Heartbeat:

@@ -22,7 +22,8 @@ from celery import Celery
 from pydantic import ValidationError
 
 from runners import execute, gpus, sandbox
-from runners.protocol import (
+from runners.slots import Slot, StateDir, read_json, write_json
+from solboard_common.protocol import (
     SITE_HEARTBEAT_TASK,
     SITE_QUEUE,
     SITE_RESULT_TASK,
@@ -33,14 +34,13 @@ from runners.protocol import (
     JobResult,
     JobStarted,
 )
-from runners.signing import (
+from solboard_common.signing import (
     CREDENTIAL_VARIABLE,
     Credential,
     CredentialError,
     credential_from_environment,
     sign,
 )
-from runners.slots import Slot, StateDir, read_json, write_json
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def now_iso() -> str:
 
 class Messenger:
     """Sends runner -> site messages by task name (the runner never imports the site's code),
-    each signed with the node's credential (runners/signing.py): the site drops unsigned ones.
+    each signed with the node's credential (solboard_common/signing.py): the site drops unsigned ones.
 
     Workers find the credential in SOLBOARD_RUNNER_CREDENTIAL, set by the node supervisor."""
 

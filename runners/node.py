@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -24,10 +23,10 @@ from pathlib import Path
 
 from runners import calibration, gpus, heartbeat, jobflow, sandbox
 from runners.celery_app import SUPERVISOR_PID_VARIABLE, build_app
-from runners.config import REPO_ROOT, var_dir
-from runners.protocol import GpuInfo, JobResult, control_queue
-from runners.signing import CREDENTIAL_FILE_VARIABLE, CREDENTIAL_VARIABLE, Credential
 from runners.slots import CPU_SLOT, Slot, StateDir, claim_job_user, plan_slots
+from solboard_common.config import REPO_ROOT, var_dir
+from solboard_common.protocol import GpuInfo, JobResult, control_queue
+from solboard_common.signing import CREDENTIAL_FILE_VARIABLE, CREDENTIAL_VARIABLE, Credential
 
 log = logging.getLogger(__name__)
 STOP_GRACE_S = 30.0
@@ -47,15 +46,11 @@ class NodeConfig:
     state_dir: Path | None = None
     scratch: Path | None = None
     loglevel: str = "INFO"
+    heartbeat_seconds: float = 10.0  # SOLBOARD_HEARTBEAT_SECONDS, read once by the CLI
 
     @property
     def state_root(self) -> Path:
         return self.state_dir or var_dir() / "runner" / self.name
-
-
-def default_name() -> str:
-    host = socket.gethostname().split(".")[0]
-    return "".join(c if c.isalnum() or c in "-_" else "-" for c in host) or "runner"
 
 
 def resolve_gpus(device: str, only: list[int] | None) -> list[GpuInfo]:
@@ -203,7 +198,7 @@ class Node:
             self.shutdown()
 
     def _loop(self) -> None:
-        interval = heartbeat.interval_seconds()
+        interval = self.config.heartbeat_seconds
         next_beat = 0.0
         while not self.stop_event.is_set():
             if time.monotonic() >= next_beat:

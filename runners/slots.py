@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from runners.protocol import GpuInfo, gpu_queue
+from solboard_common.protocol import GpuInfo, gpu_queue
 
 
 @dataclass(frozen=True)

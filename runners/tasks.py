@@ -7,8 +7,8 @@ from typing import Any
 
 from runners import jobflow
 from runners.celery_app import app
-from runners.config import BROKER_VISIBILITY_TIMEOUT_S
-from runners.protocol import CONTROL_TASK, RUNNER_TASK
+from solboard_common.config import BROKER_VISIBILITY_TIMEOUT_S
+from solboard_common.protocol import CONTROL_TASK, RUNNER_TASK
 
 
 @app.task(

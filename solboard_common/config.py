@@ -14,8 +14,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from runners.private_state import create_private_file
-from runners.protocol import SITE_QUEUE
+from solboard_common.private_state import create_private_file
+from solboard_common.protocol import SITE_QUEUE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -143,7 +143,7 @@ def broker_url() -> str:
 
 def broker_url_from_file(path: Path) -> str:
     """The URL in a file only its owner may read (a broker password must not leak to the host)."""
-    from runners.signing import CredentialError, read_private_file
+    from solboard_common.signing import CredentialError, read_private_file
 
     try:
         url = read_private_file(path, "broker URL")

@@ -24,6 +24,7 @@ import hmac
 import json
 import os
 import secrets
+import socket
 import stat
 import time
 from dataclasses import dataclass
@@ -59,6 +60,12 @@ class Credential:
     def fingerprint(self) -> str:
         """Shown by the site and the runner so an operator can match a file to its row."""
         return hashlib.sha256(self.key).hexdigest()[:12]
+
+
+def default_name() -> str:
+    """The node name a credential is issued for when none is given: this host's short name."""
+    host = socket.gethostname().split(".")[0]
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in host) or "runner"
 
 
 def parse_credential(text: str) -> Credential:

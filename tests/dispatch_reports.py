@@ -17,7 +17,7 @@ from evaluator.gpus import get_gpu_spec
 from evaluator.problems import get_problem
 from evaluator.scoring import problem_score, sol_figures
 from evaluator.sol import t_sol
-from runners.signing import Credential, sign
+from solboard_common.signing import Credential, sign
 
 TIMES = ("median_us", "mean_us", "min_us", "max_us", "std_us", "ci95_low_us", "ci95_high_us")
 

@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 from test_runner_harness import messages_on
 
 from leaderboard.models import Evaluation, Submission
-from runners.protocol import gpu_queue
+from solboard_common.protocol import gpu_queue
 
 pytestmark = pytest.mark.django_db
 __all__ = ["alice_api", "bob_api", "broker", "catalogue"]

@@ -19,7 +19,7 @@ from test_runner_harness import messages_on
 from evaluator.ptx.toolchain import find_tool
 from leaderboard.models import ApiToken, Evaluation, Submission
 from leaderboard.models.tokens import AgentInfo
-from runners.protocol import gpu_queue
+from solboard_common.protocol import gpu_queue
 
 pytestmark = pytest.mark.django_db
 __all__ = ["alice_api", "bob_api", "broker", "catalogue"]  # fixtures used by name

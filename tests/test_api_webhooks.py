@@ -23,7 +23,7 @@ from leaderboard.api.tasks import deliver_webhook
 from leaderboard.api.webhooks import attempt, backoff_seconds, resend_due, sign, verify
 from leaderboard.models import ApiToken, Evaluation, WebhookDelivery
 from leaderboard.models.tokens import AgentInfo
-from runners.protocol import SITE_QUEUE
+from solboard_common.protocol import SITE_QUEUE
 
 pytestmark = pytest.mark.django_db
 __all__ = ["broker", "catalogue"]

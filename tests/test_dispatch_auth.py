@@ -32,8 +32,8 @@ from leaderboard.models import (
     RunnerMessageNonce,
 )
 from leaderboard.submissions import create_submission
-from runners.protocol import SITE_HEARTBEAT_TASK, SITE_RESULT_TASK, SITE_STARTED_TASK, JobStarted
-from runners.signing import Credential
+from solboard_common.protocol import SITE_HEARTBEAT_TASK, SITE_RESULT_TASK, SITE_STARTED_TASK, JobStarted
+from solboard_common.signing import Credential
 
 RUNNER = "node-a:0"
 # Shared with test_dispatch_results: a real CPU report and a broker of the test's own.

@@ -33,8 +33,8 @@ from leaderboard.dispatch import credentials
 from leaderboard.models import Evaluation, RankingEntry, RunnerAuthFailure, RunnerNode, ShapeResult
 from leaderboard.submissions import create_submission
 from runners.celery_app import build_app
-from runners.protocol import SITE_QUEUE, SITE_RESULT_TASK
-from runners.signing import sign
+from solboard_common.protocol import SITE_QUEUE, SITE_RESULT_TASK
+from solboard_common.signing import sign
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parent.parent
@@ -117,7 +117,10 @@ def cluster(django_db_blocker: Any) -> Iterator[Cluster]:
         site = start_site_worker(env, folder / "site-worker.log")
         cluster = Cluster(folder, broker, env, [])
         try:
-            with override_settings(CELERY_BROKER_URL=broker, SOLBOARD_RUNNER_STALE_SECONDS=STALE_S):
+            # This process's settings were read before ENV was set: the same values, as settings.
+            with override_settings(CELERY_BROKER_URL=broker, SOLBOARD_RUNNER_STALE_SECONDS=STALE_S,
+                                   SOLBOARD_SWEEP_SECONDS=1, SOLBOARD_JOB_COMPILE_SECONDS=30,
+                                   SOLBOARD_JOB_TEST_SECONDS=5, SOLBOARD_JOB_RANKED_SECONDS=60):
                 yield cluster
         finally:
             for runner in cluster.runners:
@@ -201,11 +204,8 @@ def test_a_hanging_job_times_out_and_the_runner_takes_the_next_one(cluster: Clus
 
 def test_cancel_stops_a_running_and_a_queued_evaluation_and_frees_the_runner(
         cluster: Cluster, runner_a: RunnerProcess) -> None:
-    os.environ["SOLBOARD_JOB_TEST_SECONDS"] = "120"  # hangs for longer than the test lasts
-    try:
+    with override_settings(SOLBOARD_JOB_TEST_SECONDS=120):  # hangs for longer than the test lasts
         running, queued = submit("gina", HANGING_KERNEL, mode="test"), submit("gina", HANGING_KERNEL, mode="test")
-    finally:
-        os.environ["SOLBOARD_JOB_TEST_SECONDS"] = ENV["SOLBOARD_JOB_TEST_SECONDS"]
     wait_for(running, lambda e: e.status == "running")
     assert dispatch.cancel_evaluation(queued, user("gina"))
     assert dispatch.cancel_evaluation(running, user("gina"))

@@ -26,7 +26,7 @@ from evaluator.report import EvaluationReport
 from leaderboard import dispatch
 from leaderboard.models import Evaluation, RunnerNode, ShapeResult
 from leaderboard.submissions import create_submission
-from runners.protocol import GpuInfo, Heartbeat, JobResult, JobStarted, control_queue, gpu_queue
+from solboard_common.protocol import GpuInfo, Heartbeat, JobResult, JobStarted, control_queue, gpu_queue
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = (REPO / "examples" / "python" / "vector_add.py").read_text()
@@ -287,8 +287,8 @@ def test_the_admin_action_cancels_what_is_still_in_flight(evaluation: Evaluation
 
 
 def test_the_sweeper_hands_over_again_what_sat_in_the_broker_too_long(evaluation: Evaluation, broker: str,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SOLBOARD_BROKER_WAIT_MAX_SECONDS", "60")
+                                                                      settings: Any) -> None:
+    settings.SOLBOARD_BROKER_WAIT_MAX_SECONDS = 60
     old_job = evaluation.job_id
     Evaluation.objects.filter(pk=evaluation.pk).update(enqueued_at=timezone.now() - timedelta(seconds=61))
     messages_on(broker, gpu_queue("cpu"))

@@ -21,7 +21,7 @@ import pytest
 from celery import Celery
 
 from leaderboard.celery import RoutingError, build_app
-from runners.protocol import RUNNER_TASK, SITE_QUEUE, gpu_queue
+from solboard_common.protocol import RUNNER_TASK, SITE_QUEUE, gpu_queue
 
 REPO = Path(__file__).resolve().parent.parent
 RESULT_TIMEOUT_S = 90

@@ -7,11 +7,12 @@ import secrets
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from runners import config
-from runners.config import (
+from solboard_common import config
+from solboard_common.config import (
     ConfigError,
     celery_common_settings,
     env_bool,
@@ -75,7 +76,7 @@ def test_the_embedded_broker_gets_wal_and_a_busy_timeout_and_no_foreign_options(
 
 
 def test_redis_gets_a_visibility_timeout_longer_than_the_longest_job() -> None:
-    from runners.protocol import JobLimits
+    from solboard_common.protocol import JobLimits
 
     settings = celery_common_settings("redis://127.0.0.1:6379/0")
     assert settings["broker_transport_options"]["visibility_timeout"] > JobLimits().total_seconds * 2
@@ -106,6 +107,28 @@ def test_settings_refuse_to_start_without_a_secret_key_when_debug_is_off() -> No
 def test_settings_refuse_a_malformed_boolean() -> None:
     result = django_check({"DEBUG": "perhaps"})
     assert result.returncode != 0 and "DEBUG='perhaps' is not a boolean" in result.stderr
+
+
+@pytest.mark.parametrize(("variable", "value", "message"), [
+    ("SOLBOARD_JOB_TEST_SECONDS", "soon", "SOLBOARD_JOB_TEST_SECONDS='soon' is not a number"),
+    ("SOLBOARD_MAX_INFLIGHT_PER_USER", "0", "SOLBOARD_MAX_INFLIGHT_PER_USER=0 is below the minimum 1"),
+    ("SOLBOARD_RUNNER_MESSAGE_WINDOW_SECONDS", "ages", "is not an integer"),
+    ("SOLBOARD_SWEEP_SECONDS", "0.1", "SOLBOARD_SWEEP_SECONDS=0.1 is below the minimum 0.5"),
+    ("SOLBOARD_BROKER_WAIT_MAX_SECONDS", "nan", "is not a finite number"),
+])
+def test_settings_refuse_a_malformed_dispatch_setting_at_start(variable: str, value: str, message: str) -> None:
+    # Read at call time, these failed only inside a task or an on_commit hook, where they were logged.
+    result = django_check({variable: value})
+    assert result.returncode != 0 and message in result.stderr
+
+
+def test_jobs_carry_the_stage_limits_the_settings_read(settings: Any) -> None:
+    from leaderboard.dispatch.enqueue import job_limits
+
+    settings.SOLBOARD_JOB_COMPILE_SECONDS, settings.SOLBOARD_JOB_TEST_SECONDS = 30.0, 5.0
+    settings.SOLBOARD_JOB_RANKED_SECONDS = 60.0
+    limits = job_limits()
+    assert (limits.compile_seconds, limits.test_seconds, limits.ranked_seconds) == (30.0, 5.0, 60.0)
 
 
 def test_production_settings_pass_check_deploy() -> None:

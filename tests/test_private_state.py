@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from leaderboard import devserver
-from runners import config
-from runners.private_state import create_private_file, make_private_dir, tighten_var
+from solboard_common import config
+from solboard_common.private_state import create_private_file, make_private_dir, tighten_var
 
 
 def mode_of(path: Path) -> int:

@@ -13,9 +13,10 @@ import pytest
 from test_runner_harness import local_credential
 
 from runners import cli
-from runners.config import ConfigError, broker_url
 from runners.node import Node, NodeConfig
-from runners.signing import (
+from runners.slots import CPU_SLOT, StateDir
+from solboard_common.config import ConfigError, broker_url
+from solboard_common.signing import (
     CREDENTIAL_FILE_VARIABLE,
     CREDENTIAL_VARIABLE,
     CredentialError,
@@ -27,7 +28,6 @@ from runners.signing import (
     unsigned,
     write_private_file,
 )
-from runners.slots import CPU_SLOT, StateDir
 
 BROKER_WITH_PASSWORD = "redis://:s3cret-broker-password@broker.example.org:6379/0"
 
@@ -75,6 +75,22 @@ def test_the_runner_refuses_to_start_without_a_credential(clean_environment: Pat
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["--device", "cpu"]) == 2
     assert "no runner credential" in capsys.readouterr().err
+
+
+def test_the_node_reads_its_heartbeat_period_once_at_start(clean_environment: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CREDENTIAL_VARIABLE, local_credential("gpu-host-1").secret_string())
+    monkeypatch.setenv("SOLBOARD_HEARTBEAT_SECONDS", "2.5")
+    assert cli.build_config(cli.build_parser().parse_args(["--device", "cpu"])).heartbeat_seconds == 2.5
+
+
+def test_the_runner_refuses_a_malformed_heartbeat_period_at_start(clean_environment: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(CREDENTIAL_VARIABLE, local_credential("gpu-host-1").secret_string())
+    monkeypatch.setenv("SOLBOARD_HEARTBEAT_SECONDS", "often")
+    assert cli.main(["--device", "cpu"]) == 2
+    assert "SOLBOARD_HEARTBEAT_SECONDS='often' is not a number" in capsys.readouterr().err
 
 
 def test_the_node_name_comes_from_the_credential_and_may_not_differ(clean_environment: Path) -> None:

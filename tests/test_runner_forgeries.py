@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from runners import execute
-from runners.protocol import Job
 from runners.slots import Slot, StateDir
+from solboard_common.protocol import Job
 from tests.harness_helpers import CHEATS, REPO, evaluate_file
 from tests.test_runner_harness import traversable_folder
 from tests.test_runner_sandbox import user  # noqa: F401 - the module's job-user fixture

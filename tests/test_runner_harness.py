@@ -29,8 +29,8 @@ from kombu import Connection
 
 from runners import procs
 from runners.celery_app import build_app
-from runners.protocol import RUNNER_TASK, SITE_QUEUE, Job, JobLimits, gpu_queue
-from runners.signing import Credential, write_private_file
+from solboard_common.protocol import RUNNER_TASK, SITE_QUEUE, Job, JobLimits, gpu_queue
+from solboard_common.signing import Credential, write_private_file
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_VECTOR_ADD = (REPO / "examples" / "python" / "vector_add.py").read_text()

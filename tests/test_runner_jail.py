@@ -384,8 +384,8 @@ def test_the_report_of_a_runner_job_carries_the_jails_facts(folder: Path, user: 
     import hashlib
 
     from runners import execute
-    from runners.protocol import Job
     from runners.slots import Slot, StateDir
+    from solboard_common.protocol import Job
 
     source = (REPO / "examples" / "python" / "vector_add.py").read_text()
     state = StateDir(folder / "state")

@@ -28,9 +28,9 @@ from test_runner_harness import (
 
 from runners import procs
 from runners.celery_app import build_app
-from runners.protocol import CONTROL_TASK, ControlMessage, JobLimits, control_queue
-from runners.signing import message_mac, unsigned
 from runners.slots import JOB_USER_POOL
+from solboard_common.protocol import CONTROL_TASK, ControlMessage, JobLimits, control_queue
+from solboard_common.signing import message_mac, unsigned
 
 pytestmark = pytest.mark.integration
 SHORT = JobLimits(compile_seconds=20, test_seconds=4, ranked_seconds=10)

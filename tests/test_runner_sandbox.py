@@ -247,8 +247,8 @@ def test_a_ranked_gpu_job_in_the_sandbox_gets_its_ncu_profile(user: sandbox.JobU
     import hashlib
 
     from runners import execute
-    from runners.protocol import Job
     from runners.slots import Slot, StateDir
+    from solboard_common.protocol import Job
     from tests.test_runner_harness import EXAMPLE_VECTOR_ADD, traversable_folder
 
     folder = traversable_folder()

@@ -7,8 +7,8 @@ import multiprocessing
 import time
 from pathlib import Path
 
-from runners.protocol import GpuInfo
 from runners.slots import CPU_SLOT, StateDir, claim_job_user, plan_slots
+from solboard_common.protocol import GpuInfo
 
 
 def gpu(index: int, gpu_type: str = "h200") -> GpuInfo:

@@ -38,7 +38,7 @@ from leaderboard import dispatch
 from leaderboard.models import Evaluation, Submission
 from leaderboard.rankings import ranking_rows
 from leaderboard.submissions import create_submission, source_from_upload
-from runners.protocol import JobResult, gpu_queue
+from solboard_common.protocol import JobResult, gpu_queue
 
 pytestmark = pytest.mark.skipif(find_tool("ptxas") is None, reason="ptxas is not installed")
 

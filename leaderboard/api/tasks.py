@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from leaderboard.api.webhooks import TASK_NAME, attempt, queue_delivery
 from leaderboard.celery import site_task
-from runners.protocol import SITE_QUEUE
+from solboard_common.protocol import SITE_QUEUE
 
 
 @site_task(name=TASK_NAME, queue=SITE_QUEUE, time_limit=60, soft_time_limit=45)

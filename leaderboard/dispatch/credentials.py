@@ -19,8 +19,8 @@ from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
 from leaderboard.models import RunnerCredential
-from runners.protocol import control_queue
-from runners.signing import Credential, parse_credential, read_private_file, write_private_file
+from solboard_common.protocol import control_queue
+from solboard_common.signing import Credential, parse_credential, read_private_file, write_private_file
 
 KEY_SALT = "solboard.runner-credential.v1"
 

@@ -21,8 +21,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from leaderboard.models import Evaluation, EvaluationStatus
-from runners.config import env_float, env_int
-from runners.protocol import (
+from solboard_common.protocol import (
     CONTROL_TASK,
     RUNNER_TASK,
     ControlMessage,
@@ -44,8 +43,7 @@ class CancelNotAllowed(PermissionError):
 
 
 def max_inflight_per_user() -> int:
-    default = env_int("SOLBOARD_MAX_INFLIGHT_PER_USER", 4, minimum=1)
-    return int(getattr(settings, "SOLBOARD_MAX_INFLIGHT_PER_USER", default))
+    return int(settings.SOLBOARD_MAX_INFLIGHT_PER_USER)
 
 
 def celery_app() -> Any:
@@ -67,13 +65,10 @@ def _app_for(url: str) -> Any:
 
 
 def job_limits() -> JobLimits:
-    """Stage limits sent with every job (SOLBOARD_JOB_*_SECONDS; defaults: the protocol's)."""
-    defaults = JobLimits()
-    return JobLimits(
-        compile_seconds=env_float("SOLBOARD_JOB_COMPILE_SECONDS", defaults.compile_seconds, minimum=1),
-        test_seconds=env_float("SOLBOARD_JOB_TEST_SECONDS", defaults.test_seconds, minimum=1),
-        ranked_seconds=env_float("SOLBOARD_JOB_RANKED_SECONDS", defaults.ranked_seconds, minimum=1),
-    )
+    """Stage limits sent with every job (settings SOLBOARD_JOB_*_SECONDS; defaults: the protocol's)."""
+    return JobLimits(compile_seconds=settings.SOLBOARD_JOB_COMPILE_SECONDS,
+                     test_seconds=settings.SOLBOARD_JOB_TEST_SECONDS,
+                     ranked_seconds=settings.SOLBOARD_JOB_RANKED_SECONDS)
 
 
 def queue_for(evaluation: Evaluation) -> str:

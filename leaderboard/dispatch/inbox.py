@@ -1,6 +1,6 @@
 """The site's door for runner messages: authenticate, then hand the message to its handler.
 
-A message on the ``site`` queue is accepted only when its ``auth`` block (runners/signing.py)
+A message on the ``site`` queue is accepted only when its ``auth`` block (solboard_common/signing.py)
 names an active credential, its HMAC is right, its timestamp is within
 ``SOLBOARD_RUNNER_MESSAGE_WINDOW_SECONDS`` of the site's clock, its nonce was never seen with that
 credential, and every runner name in it belongs to the credential's node. Anything else is
@@ -28,9 +28,8 @@ from pydantic import BaseModel, ValidationError
 
 from leaderboard.dispatch.credentials import candidate_keys
 from leaderboard.models import RunnerAuthFailure, RunnerCredential, RunnerMessageNonce
-from runners.config import env_int
-from runners.protocol import node_of_runner
-from runners.signing import message_mac, unsigned
+from solboard_common.protocol import node_of_runner
+from solboard_common.signing import message_mac, unsigned
 
 log = logging.getLogger("leaderboard.dispatch")
 M = TypeVar("M", bound=BaseModel)
@@ -55,8 +54,7 @@ class Sender:
 
 
 def window_seconds() -> int:
-    default = env_int("SOLBOARD_RUNNER_MESSAGE_WINDOW_SECONDS", 300, minimum=10)
-    return int(getattr(settings, "SOLBOARD_RUNNER_MESSAGE_WINDOW_SECONDS", default))
+    return int(settings.SOLBOARD_RUNNER_MESSAGE_WINDOW_SECONDS)
 
 
 def receive(task: str, payload: Any, model: type[M], handle: Callable[[M], str]) -> str:

@@ -17,7 +17,7 @@ from django.utils import timezone
 from leaderboard.dispatch import store
 from leaderboard.dispatch.enqueue import INFLIGHT, release_pending, send_control
 from leaderboard.models import Evaluation, EvaluationStatus, GpuType, RunnerNode
-from runners.protocol import Heartbeat, JobResult, JobStarted, parse_gpu_queue
+from solboard_common.protocol import Heartbeat, JobResult, JobStarted, parse_gpu_queue
 
 log = logging.getLogger(__name__)
 S = EvaluationStatus

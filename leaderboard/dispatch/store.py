@@ -14,7 +14,7 @@ from typing import Any
 from evaluator.report import EvaluationReport, ShapeReport, Status
 from leaderboard.dispatch.judge import Judgement, Refused, judge
 from leaderboard.models import Evaluation, EvaluationStatus, Shape, ShapeResult
-from runners.protocol import JobResult
+from solboard_common.protocol import JobResult
 
 S = EvaluationStatus
 

@@ -31,7 +31,6 @@ from leaderboard.dispatch.enqueue import release_pending
 from leaderboard.dispatch.inbox import purge_nonces
 from leaderboard.dispatch.messages import requeue_or_fail
 from leaderboard.models import Evaluation, EvaluationStatus
-from runners.config import BROKER_VISIBILITY_TIMEOUT_S, env_float
 
 log = logging.getLogger(__name__)
 S = EvaluationStatus
@@ -71,8 +70,7 @@ def _reports_other_job(evaluation: Evaluation) -> bool:
 
 
 def broker_wait_max() -> timedelta:
-    return timedelta(seconds=env_float("SOLBOARD_BROKER_WAIT_MAX_SECONDS", BROKER_VISIBILITY_TIMEOUT_S + 600.0,
-                                       minimum=1))
+    return timedelta(seconds=settings.SOLBOARD_BROKER_WAIT_MAX_SECONDS)
 
 
 def forget_old_handovers() -> int:
@@ -110,7 +108,7 @@ def _why_lost(evaluation: Evaluation) -> str:
 
 
 def sweep_interval() -> float:
-    return env_float("SOLBOARD_SWEEP_SECONDS", 10.0, minimum=0.5)
+    return float(settings.SOLBOARD_SWEEP_SECONDS)
 
 
 def maybe_sweep() -> SweepReport | None:

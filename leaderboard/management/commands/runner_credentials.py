@@ -18,9 +18,8 @@ from django.db.models import Sum
 
 from leaderboard.dispatch.credentials import CredentialRefused, ensure_dev_credential, issue, revoke
 from leaderboard.models import RunnerCredential
-from runners.config import default_credential_file
-from runners.node import default_name
-from runners.signing import write_private_file
+from solboard_common.config import default_credential_file
+from solboard_common.signing import default_name, write_private_file
 
 
 class Command(BaseCommand):

@@ -16,8 +16,9 @@ from pathlib import Path
 from evaluator.harness import assemble
 from evaluator.harness.outcome import JudgeOutcome
 from evaluator.harness.request import EvaluationRequest, Limits
-from evaluator.problems import LANGUAGES, Problem, get_problem
+from evaluator.problems import Problem, get_problem
 from evaluator.report import EvaluationReport
+from evaluator.vocabulary import LANGUAGES, MODES
 
 __all__ = ["EvaluationRequest", "HarnessError", "Limits", "evaluate"]
 
@@ -43,7 +44,7 @@ def _check(request: EvaluationRequest) -> None:
         raise ValueError(f"unknown device {request.device!r}")
     if request.device == "cpu" and request.language != "python":
         raise ValueError(f"{request.language} submissions need a GPU: the CPU development device runs Python only")
-    if request.mode not in ("test", "ranked"):
+    if request.mode not in MODES:
         raise ValueError(f"unknown mode {request.mode!r}")
     if not Path(request.file).is_file():
         raise FileNotFoundError(f"no such submission file: {request.file}")

@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from evaluator.vocabulary import Language, Mode
+
 REPORT_SCHEMA_VERSION = 2
 
 
@@ -323,8 +325,8 @@ class EvaluationReport(_Model):
     harness_version: str
     problem: str
     problem_version: int
-    language: Literal["python", "ptx", "cuda"]
-    mode: Literal["test", "ranked"]
+    language: Language
+    mode: Mode
     device: DeviceInfo
     status: Status = Field(description="Worst shape status, or a whole-submission failure.")
     message: str = ""

@@ -24,8 +24,6 @@ from evaluator.ptx import validate_upload
 from evaluator.ptx.models import ArchValidation, UploadValidation
 from leaderboard.models import GpuType, Language, Problem
 
-NATIVE_LANGUAGES = (Language.PTX, Language.CUDA)
-
 
 def validate_native_upload(
     problem: Problem, language: str, source: str, launch_spec: str | None, gpus: Sequence[GpuType]

@@ -18,9 +18,10 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from evaluator.ptx.sourcetext import decode_source, text_problem
+from evaluator.vocabulary import NATIVE_LANGUAGES
 from leaderboard.dispatch import enqueue_on_commit
 from leaderboard.models import Evaluation, GpuType, Language, Mode, Problem, Submission
-from leaderboard.native_uploads import NATIVE_LANGUAGES, validate_native_upload
+from leaderboard.native_uploads import validate_native_upload
 
 MODES = tuple(Mode.values)
 

@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Callable
 
+from evaluator.vocabulary import LANGUAGES, MODES
 from solboard_client import commands as c
 from solboard_client import local
 from solboard_client.transport import ApiFailure, ServiceFailure
@@ -24,7 +25,7 @@ COMMANDS = ("login", "problems", "problem", "submit", "status", "report", "cance
 def _kernel_options(parser: argparse.ArgumentParser, gpu_required: bool = True) -> None:
     parser.add_argument("file", help="the kernel's source (.py, .ptx, .cu)")
     parser.add_argument("--problem", required=True)
-    parser.add_argument("--language", choices=["python", "ptx", "cuda"], help="default: from the file extension")
+    parser.add_argument("--language", choices=LANGUAGES, help="default: from the file extension")
     parser.add_argument("--spec", help="launch spec file (PTX/CUDA)")
     if gpu_required:
         parser.add_argument("--gpu", action="append", required=True,
@@ -44,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("problem", parents=[common], help="one problem: shapes, t_SOL").add_argument("name")
     submit = sub.add_parser("submit", parents=[common], help="submit a kernel")
     _kernel_options(submit)
-    submit.add_argument("--mode", choices=["test", "ranked"], default="test")
+    submit.add_argument("--mode", choices=MODES, default="test")
     submit.add_argument("--wait", action="store_true", help="follow it to the end, then print the report")
     submit.add_argument("--idempotency-key", help="default: a fresh one per invocation (safe retries)")
     for name, text in (("status", "a submission's status"), ("report", "a submission's full report"),
@@ -53,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     rerun = sub.add_parser("rerun", parents=[common], help="re-run one of your submissions")
     rerun.add_argument("id", type=int)
     rerun.add_argument("--gpu", action="append")
-    rerun.add_argument("--mode", choices=["test", "ranked"])
+    rerun.add_argument("--mode", choices=MODES)
     rerun.add_argument("--wait", action="store_true")
     board = sub.add_parser("leaderboard", parents=[common], help="rankings of a problem")
     board.add_argument("problem")
@@ -66,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="evaluate locally with the same evaluator")
     _kernel_options(run, gpu_required=False)
     run.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda when a GPU is visible")
-    run.add_argument("--mode", choices=["test", "ranked"], default="test")
+    run.add_argument("--mode", choices=MODES, default="test")
     return parser
 
 

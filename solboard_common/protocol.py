@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from evaluator.report import EvaluationReport
+from evaluator.vocabulary import COMPILE_LIMIT_S, RANKED_LIMIT_S, TEST_LIMIT_S, Language, Mode
 
 PROTOCOL_VERSION = 1
 
@@ -65,9 +66,9 @@ class _Message(BaseModel):
 
 
 class JobLimits(_Message):
-    compile_seconds: float = Field(default=300.0, description="Import / compile / assemble stage.")
-    test_seconds: float = Field(default=300.0, description="Correctness stage.")
-    ranked_seconds: float = Field(default=900.0, description="Timing + profile stage.")
+    compile_seconds: float = Field(default=COMPILE_LIMIT_S, description="Import / compile / assemble stage.")
+    test_seconds: float = Field(default=TEST_LIMIT_S, description="Correctness stage.")
+    ranked_seconds: float = Field(default=RANKED_LIMIT_S, description="Timing + profile stage.")
     log_bytes: int = Field(default=64 * 1024, description="Captured stdout/stderr cap.")
     memory_bytes: int | None = Field(default=None, description="Host address-space cap where CUDA allows.")
     file_bytes: int = Field(default=256 * 1024 * 1024, description="Largest file the job may write.")
@@ -87,11 +88,11 @@ class Job(_Message):
     attempt: int = Field(default=1, description="Delivery attempt counted by the site (bounded).")
     problem: str
     problem_version: int
-    language: Literal["python", "ptx", "cuda"]
+    language: Language
     source: str
     source_sha256: str
     launch_spec: str | None = Field(default=None, description="PTX/CUDA launch spec when given separately.")
-    mode: Literal["test", "ranked"]
+    mode: Mode
     seed: int = Field(description="Secret seed folded into every ranked seed; never shown to users.")
     shapes: Literal["all", "quick", "ranked"] = "all"
     gpu_type: str

@@ -11,6 +11,8 @@ import json
 import sys
 from pathlib import Path
 
+from evaluator.vocabulary import COMPILE_LIMIT_S, LANGUAGES, MODES, RANKED_LIMIT_S, TEST_LIMIT_S
+
 HELP = "evaluate a submission: correctness, cold-L2 timing, SOL and score"
 
 EXIT_BAD_INPUT = 2
@@ -20,11 +22,11 @@ EXIT_INTERNAL = 3
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("problem", help="problem name (python -m evaluator problems)")
     parser.add_argument("file", type=Path, help="submission source file")
-    parser.add_argument("--language", choices=["python", "ptx", "cuda"], default=None,
+    parser.add_argument("--language", choices=LANGUAGES, default=None,
                         help="default: from the file's extension (.ptx, .cu/.cuh, else python)")
     parser.add_argument("--spec", type=Path, default=None, help="launch spec for PTX/CUDA")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
-    parser.add_argument("--mode", choices=["test", "ranked"], default="test")
+    parser.add_argument("--mode", choices=MODES, default="test")
     parser.add_argument(
         "--seed", type=int, default=None, help="public seed (default: the problem's test seeds)"
     )
@@ -32,9 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shapes", choices=["all", "quick", "ranked"], default="all")
     parser.add_argument("--json", action="store_true", help="print the JSON report")
     parser.add_argument("--artifacts", type=Path, default=None, help="folder for artifacts")
-    parser.add_argument("--time-limit-compile", type=float, default=300.0, metavar="S")
-    parser.add_argument("--time-limit-test", type=float, default=300.0, metavar="S")
-    parser.add_argument("--time-limit-ranked", type=float, default=900.0, metavar="S")
+    parser.add_argument("--time-limit-compile", type=float, default=COMPILE_LIMIT_S, metavar="S")
+    parser.add_argument("--time-limit-test", type=float, default=TEST_LIMIT_S, metavar="S")
+    parser.add_argument("--time-limit-ranked", type=float, default=RANKED_LIMIT_S, metavar="S")
     parser.add_argument("--log-bytes", type=int, default=64 * 1024, metavar="N")
     parser.add_argument("--calibration", type=Path, default=None, help="JSON of attainable ceilings")
     parser.add_argument("--no-profile", action="store_true",

@@ -6,12 +6,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from evaluator.vocabulary import COMPILE_LIMIT_S, RANKED_LIMIT_S, TEST_LIMIT_S, Language, Mode
+
 
 @dataclass(frozen=True)
 class Limits:
-    compile_s: float = 300.0
-    test_s: float = 300.0
-    ranked_s: float = 900.0
+    compile_s: float = COMPILE_LIMIT_S
+    test_s: float = TEST_LIMIT_S
+    ranked_s: float = RANKED_LIMIT_S
     log_bytes: int = 64 * 1024
 
 
@@ -19,10 +21,10 @@ class Limits:
 class EvaluationRequest:
     problem: str
     file: Path
-    language: Literal["python", "ptx", "cuda"] = "python"
+    language: Language = "python"
     spec: Path | None = None
     device: Literal["cuda", "cpu"] = "cuda"
-    mode: Literal["test", "ranked"] = "test"
+    mode: Mode = "test"
     seed: int | None = None
     secret_seed: int | None = field(default=None, repr=False)
     shapes: Literal["all", "quick", "ranked"] = "all"

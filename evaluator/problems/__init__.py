@@ -23,12 +23,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
+from evaluator.vocabulary import LANGUAGES
+
 CATALOGUE_DIR = Path(__file__).resolve().parent
 
 #: Flop classes, each with its own peak in ``evaluator/gpus.toml``.
 FLOP_CLASSES = ("bf16_tensor", "fp16_tensor", "fp8_tensor", "tf32_tensor", "fp32_simt", "fp64")
 DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int32", "int64", "float64")
-LANGUAGES = ("python", "ptx", "cuda")
 
 
 class CatalogueError(ValueError):

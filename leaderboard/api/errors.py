@@ -21,6 +21,8 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
+from evaluator.vocabulary import NATIVE_LANGUAGES
+
 log = logging.getLogger(__name__)
 
 #: code -> (HTTP status, when it is used). The table docs/api.md reproduces.
@@ -102,7 +104,7 @@ def from_validation_error(error: DjangoValidationError, language: str = "") -> A
     message = "; ".join(str(text) for text in messages)
     if field == "source":
         code = "syntax_error" if message.startswith("Python does not parse") else (
-            "compile_error" if language in ("ptx", "cuda") else "invalid_source")
+            "compile_error" if language in NATIVE_LANGUAGES else "invalid_source")
     else:
         code = FIELD_CODES.get(field, "invalid")
     others = {name: [str(text) for text in texts] for name, texts in fields.items() if name != field}

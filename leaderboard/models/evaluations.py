@@ -14,6 +14,7 @@ from typing import Any
 from django.db import models, transaction
 from django.utils import timezone
 
+from evaluator.vocabulary import MODES
 from leaderboard.signals import evaluation_finished
 
 
@@ -50,9 +51,7 @@ def new_secret_seed() -> int:
     return secrets.randbits(63)
 
 
-class Mode(models.TextChoices):
-    TEST = "test"
-    RANKED = "ranked"
+Mode = models.TextChoices("Mode", [(mode.upper(), mode) for mode in MODES])  # TEST, RANKED
 
 
 class Evaluation(models.Model):

@@ -9,6 +9,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from evaluator.vocabulary import LANGUAGES
+
 
 class SourceMismatch(ValueError):
     """The sha256 given with a source does not match the source."""
@@ -18,10 +20,10 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-class Language(models.TextChoices):
-    PYTHON = "python", "Python"
-    PTX = "ptx", "PTX"
-    CUDA = "cuda", "CUDA C++"
+#: How the site names each language; the codes themselves are the evaluator's (a new one without a
+#: label here stops the site at import).
+LANGUAGE_LABELS = {"python": "Python", "ptx": "PTX", "cuda": "CUDA C++"}
+Language = models.TextChoices("Language", [(code.upper(), (code, LANGUAGE_LABELS[code])) for code in LANGUAGES])
 
 
 class Submission(models.Model):

@@ -1,0 +1,25 @@
+"""The words every layer shares: submission languages, evaluation modes, default stage limits.
+
+Standard library only, so that everything can import it from here: the report contract
+(evaluator/report.py), the evaluator's request and command line, the job protocol
+(solboard_common/protocol.py), the site's models, and the command-line client, which imports
+nothing outside the standard library.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+Language = Literal["python", "ptx", "cuda"]
+Mode = Literal["test", "ranked"]
+
+LANGUAGES: tuple[Language, ...] = get_args(Language)
+MODES: tuple[Mode, ...] = get_args(Mode)
+#: Built by native tools (ptxas, nvcc) rather than imported by Python: they need a GPU.
+NATIVE_LANGUAGES: tuple[Language, ...] = ("ptx", "cuda")
+
+#: Default wall-clock limits of an evaluation's stages, in seconds (import/compile/assemble,
+#: correctness, timing + profile); the site may send others with each job.
+COMPILE_LIMIT_S = 300.0
+TEST_LIMIT_S = 300.0
+RANKED_LIMIT_S = 900.0

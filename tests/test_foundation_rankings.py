@@ -140,6 +140,19 @@ def test_per_shape_rankings_order_by_median_time(alice: Any, bob: Any, problem: 
     assert [(row.user.username, row.median_us) for row in rows] == [("bob", 20.0), ("alice", 50.0)]
 
 
+def test_a_slower_later_shape_result_never_replaces_a_faster_one_in_the_shape_ranking(
+        alice: Any, problem: Problem, h100: GpuType) -> None:
+    shape = ranked_shape(problem)
+    if shape is None:
+        pytest.skip(f"{problem.name} has no ranked shape")
+    faster = finished(alice, problem, h100, 0.6, median_us=20.0, minutes_ago=10)
+    # Later, better overall (so the problem row moves) but slower on this shape.
+    better_overall = finished(alice, problem, h100, 0.9, median_us=35.0, minutes_ago=1)
+    rows = ranking_rows(problem, h100, shape)
+    assert [(row.evaluation_id, row.median_us) for row in rows] == [(faster.pk, 20.0)]
+    assert [row.evaluation_id for row in ranking_rows(problem, h100)] == [better_overall.pk]
+
+
 def test_rankings_are_per_gpu_type(alice: Any, problem: Problem, gpu_types: dict[str, GpuType]) -> None:
     finished(alice, problem, gpu_types["h100"], 0.7)
     assert ranking_rows(problem, gpu_types["h200"]) == []

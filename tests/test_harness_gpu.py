@@ -51,6 +51,15 @@ def test_it_rejects_a_persisting_l2_window() -> None:
     assert "class 11" in report["shapes"][0]["message"]
 
 
+def test_it_rejects_a_native_thread_that_python_cannot_see() -> None:
+    # Only the GPU timing loop checks native threads after each call (torch's CPU ops start their
+    # own pool, so the development device checks Python threads only).
+    report = evaluate_file("vector_add", CHEATS / "c02_native_thread.py", *QUICK)
+    assert report["status"] == "REJECTED"
+    assert any("native threads started by the submission are running (class 2)" in shape["message"]
+               for shape in report["shapes"])
+
+
 def test_host_work_before_the_first_kernel_is_ranked_by_events_and_flagged() -> None:
     report = evaluate_file("vector_add", CHEATS / "c14_host_work.py", *QUICK, "--mode", "ranked")
     timing = report["shapes"][0]["timing"]

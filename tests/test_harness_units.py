@@ -178,6 +178,60 @@ def test_a_python_thread_started_after_the_reference_point_is_a_problem() -> Non
     assert reference.problems(native=False) is None
 
 
+def test_a_native_thread_started_after_the_reference_point_is_a_problem_python_cannot_see() -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    reference = anticheat.Activity.now()
+    thread = ctypes.c_ulong()
+    # libc's sleep(2) as the start routine: a thread with no Python frame, joined below.
+    assert libc.pthread_create(ctypes.byref(thread), None, ctypes.cast(libc.sleep, ctypes.c_void_p),
+                               ctypes.c_void_p(2)) == 0
+    try:
+        assert reference.problems(native=False) is None  # invisible to Python's thread count
+        assert "native threads started by the submission are running (class 2)" in (reference.problems() or "")
+    finally:
+        libc.pthread_join(thread, None)
+    assert reference.problems() is None
+
+
+class FakeClock:
+    """perf_counter_ns for time_cpu: only the timed function moves it, by the durations it is given."""
+
+    def __init__(self, durations_us: list[float]) -> None:
+        self.now_ns, self.durations_us, self.calls = 0, durations_us, 0
+
+    def __call__(self) -> int:
+        return self.now_ns
+
+    def advance(self) -> None:
+        self.now_ns += int(self.durations_us[self.calls % len(self.durations_us)] * 1000)
+        self.calls += 1
+
+
+def test_cpu_timing_reports_the_median_mean_and_extremes_of_the_calls_it_timed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from evaluator.harness import timing
+
+    clock = FakeClock([20.0, 100.0, 100.0])  # two calls in three take 100 us, one takes 20 us
+    monkeypatch.setattr(timing, "perf_counter_ns", clock)
+    a, b, c = torch.arange(4.0), torch.ones(4), torch.empty(4)
+
+    def kernel(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> None:
+        torch.add(x, y, out=out)
+        clock.advance()
+
+    timed = timing.TimedSet([a, b], [c], refresh=lambda: None,
+                            verify=lambda: None if torch.equal(c, a + b) else "wrong sum")
+    config = timing.TimingConfig(budget_s=0.2, warmup_calls=3, warmup_s=0.0)
+    stats = timing.time_cpu(kernel, [timed], config, anticheat.Activity.now()).stats
+    timed_calls = [20.0, 100.0, 100.0] * stats["n"]
+    durations = timed_calls[config.warmup_calls:config.warmup_calls + stats["n"]]  # warm-up moved the clock too
+    assert stats["median_us"] == 100.0 and stats["min_us"] == 20.0 and stats["max_us"] == 100.0
+    assert stats["mean_us"] == pytest.approx(sum(durations) / len(durations))
+    assert stats["n"] == len(durations) >= config.min_samples and stats["method"] == "wall"
+
+
 # ---------------------------------------------------------------- trace attribution
 
 

@@ -38,7 +38,7 @@ fi
 "$PY" manage.py shell -c "from django.core.cache import cache; cache.clear()"  # no page from an earlier run
 
 .venv/bin/uvicorn leaderboard.asgi:application --workers "$WORKERS" --host 127.0.0.1 --port "$PORT" \
-    --log-level warning --no-access-log &
+    --log-level warning --no-access-log 2> "$OUT/server.log" &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
 for _ in $(seq 60); do curl -sf -o /dev/null "http://127.0.0.1:$PORT/" && break; sleep 1; done

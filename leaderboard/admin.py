@@ -23,7 +23,9 @@ from leaderboard.models import (
     Submission,
     SubmissionOrigin,
     WebhookDelivery,
+    Withdrawal,
 )
+from leaderboard.withdrawals import withdraw_action
 
 
 @admin.register(GpuType)
@@ -163,7 +165,11 @@ class EvaluationAdmin(admin.ModelAdmin):
     date_hierarchy = "queued_at"
     list_select_related = ["submission", "gpu_type", "runner"]
     inlines = [ShapeResultInline]
-    actions = [cancel_selected]
+    actions = [cancel_selected, "withdraw_from_rankings"]
+
+    @admin.action(description="Withdraw from rankings (with a public note)")
+    def withdraw_from_rankings(self, request: Any, queryset: Any) -> Any:
+        return withdraw_action(self, request, queryset)
 
 
 @admin.register(ShapeResult)
@@ -231,3 +237,16 @@ class SubmissionOriginAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: object) -> bool:
         return False  # copied from the token at submission time
+
+
+@admin.register(Withdrawal)
+class WithdrawalAdmin(admin.ModelAdmin):
+    """Made by the evaluation list's "withdraw from rankings" action; never edited afterwards."""
+
+    list_display = ["evaluation", "operator_name", "withdrawn_at", "note"]
+    search_fields = ["operator_name", "note", "evaluation__submission__user__username"]
+    readonly_fields = ["evaluation", "withdrawn_by", "operator_name", "withdrawn_at", "note"]
+    date_hierarchy = "withdrawn_at"
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False

@@ -28,6 +28,7 @@ from leaderboard.models import (
     Shape,
     ShapeResult,
 )
+from leaderboard.signals import rankings_changed
 
 PASSED_SHAPE_STATUS = "PASSED"
 
@@ -79,9 +80,13 @@ def refresh_rankings_for(evaluation: Evaluation) -> int:
     for result in _passed_ranked_shape_results(evaluation):
         assert result.median_us is not None
         offers.append((result.shape, Candidate(result.score or 0.0, result.median_us, submitted_at)))
-    return sum(
+    taken = sum(
         _offer(evaluation, track, shape, candidate) for track in tracks_for(evaluation) for shape, candidate in offers
     )
+    if taken:
+        rankings_changed.send(sender=RankingEntry, problem_id=evaluation.submission.problem_id,
+                              gpu_type_id=evaluation.gpu_type_id)
+    return taken
 
 
 def tracks_for(evaluation: Evaluation) -> list[str]:

@@ -61,6 +61,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: an anonymous visitor's home or problem page comes from the cache before any other work.
+    "leaderboard.web.pagecache.AnonymousPageCacheMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "leaderboard.static_files.WhiteNoiseMiddleware",  # whitenoise, async-capable (see its docstring)
     "leaderboard.api.errors.ErrorEnvelopeMiddleware",  # /api/: 413 before reading a body; JSON errors

@@ -14,6 +14,7 @@ from leaderboard.models.evaluations import (
     ShapeResult,
     transition_allowed,
 )
+from leaderboard.models.integrity import Withdrawal
 from leaderboard.models.rankings import RankingEntry, RankingTrack
 from leaderboard.models.runners import RunnerAuthFailure, RunnerCredential, RunnerMessageNonce, RunnerNode
 from leaderboard.models.submissions import Language, SourceMismatch, Submission, sha256_text
@@ -43,6 +44,7 @@ __all__ = [
     "Submission",
     "SubmissionOrigin",
     "WebhookDelivery",
+    "Withdrawal",
     "sha256_text",
     "transition_allowed",
 ]

@@ -101,6 +101,9 @@ class Evaluation(models.Model):
         indexes = [
             models.Index(fields=["status", "queued_at"], name="evaluation_status_queued_idx"),
             models.Index(fields=["gpu_type", "status"], name="evaluation_gpu_status_idx"),
+            # The problem page's provisional list: newest passed ranked results not (yet) eligible.
+            models.Index(fields=["gpu_type", "-finished_at", "-id"], name="evaluation_provisional_idx",
+                         condition=models.Q(mode="ranked", status="passed", rank_eligible=False)),
         ]
 
     def __str__(self) -> str:

@@ -31,6 +31,7 @@ from leaderboard.models import (
     ShapeResult,
 )
 from leaderboard.rankings import PASSED_SHAPE_STATUS, ranking_rows
+from leaderboard.web.agents import agents_of
 from leaderboard.web.sol import shape_sol
 
 #: Per-shape boards on the problem page show this many rows each.
@@ -53,6 +54,7 @@ class BoardRow:
     gap: float | None = None
     submitted_at: datetime | None = None
     features_met: bool | None = None
+    agent: str = ""  # the program that submitted it, when its API token named one
 
 
 @dataclass
@@ -120,7 +122,9 @@ def problem_board(problem: Problem, gpu: GpuType, require_features: bool = False
     figures = shape_figures(entry.evaluation_id for entry in entries)
     shapes = board_shapes(problem, gpu)
     ids = {shape.pk for shape in shapes}
-    rows = [_problem_row(entry, [f for f in figures.get(entry.evaluation_id, []) if f.shape_id in ids])
+    agents = agents_of(entry.submission_id for entry in entries)
+    rows = [_problem_row(entry, [f for f in figures.get(entry.evaluation_id, []) if f.shape_id in ids],
+                         agents.get(entry.submission_id, ""))
             for entry in entries]
     baseline = baseline_times(figures)
     sol = {shape.pk: shape_sol(problem, shape, gpu).t_sol_us for shape in shapes}
@@ -129,10 +133,11 @@ def problem_board(problem: Problem, gpu: GpuType, require_features: bool = False
     return Board(gpu, None, _with_gaps(_insert(rows, reference, key=lambda row: -(row.score or 0.0))))
 
 
-def _problem_row(entry: RankingEntry, figures: list[ShapeFigures]) -> BoardRow:
+def _problem_row(entry: RankingEntry, figures: list[ShapeFigures], agent: str) -> BoardRow:
     return BoardRow(
         kind="ranked", rank=entry.rank, score=entry.score, user=entry.user.username,  # type: ignore[attr-defined]
         submission_id=entry.submission_id, submitted_at=entry.submitted_at, features_met=entry.features_met,
+        agent=agent,
         speedup=geomean(f.speedup for f in figures), sol_fraction=geomean(f.sol_fraction for f in figures),
     )
 
@@ -172,14 +177,15 @@ def shape_boards(problem: Problem, gpu: GpuType, require_features: bool = False,
         .filter(position__lte=per_shape).select_related("user").order_by("shape_id", "position")
     )
     figures = shape_figures(entry.evaluation_id for entry in entries)
+    agents = agents_of(entry.submission_id for entry in entries)
     by_shape: dict[int, list[RankingEntry]] = defaultdict(list)
     for entry in entries:
         by_shape[entry.shape_id].append(entry)  # type: ignore[index]
-    return [_shape_board(problem, gpu, shape, by_shape.get(shape.pk, []), figures) for shape in shapes]
+    return [_shape_board(problem, gpu, shape, by_shape.get(shape.pk, []), figures, agents) for shape in shapes]
 
 
 def _shape_board(problem: Problem, gpu: GpuType, shape: Shape, entries: list[RankingEntry],
-                 figures: dict[int, list[ShapeFigures]]) -> Board:
+                 figures: dict[int, list[ShapeFigures]], agents: dict[int, str]) -> Board:
     t_sol_us = shape_sol(problem, shape, gpu).t_sol_us
     rows = []
     for entry in entries:
@@ -188,7 +194,7 @@ def _shape_board(problem: Problem, gpu: GpuType, shape: Shape, entries: list[Ran
             kind="ranked", rank=entry.position, score=entry.score, median_us=entry.median_us,  # type: ignore[attr-defined]
             user=entry.user.username, submission_id=entry.submission_id, submitted_at=entry.submitted_at,
             features_met=entry.features_met, speedup=mine.speedup if mine else None,
-            sol_fraction=mine.sol_fraction if mine else None,
+            sol_fraction=mine.sol_fraction if mine else None, agent=agents.get(entry.submission_id, ""),
         ))
     baseline_us = baseline_times({0: [f for items in figures.values() for f in items]}).get(shape.pk)
     board = Board(gpu, shape, rows, t_sol_us=t_sol_us, baseline_us=baseline_us)
@@ -204,23 +210,26 @@ def _shape_board(problem: Problem, gpu: GpuType, shape: Shape, entries: list[Ran
 class ProvisionalRow:
     evaluation: Evaluation
     score: float | None  # the evaluator's figures, not yet confirmed by a witness
+    agent: str = ""
 
 
 def provisional_rows(problem: Problem, gpu: GpuType, limit: int = PROVISIONAL_ROWS) -> list[ProvisionalRow]:
     """Passed ranked results whose timing no witness has confirmed yet: shown, never ranked.
 
-    A flagged result is not provisional (it is under review, see the integrity log); neither is a
+    A flagged or withdrawn result is not provisional (see the integrity log); neither is a
     rank-eligible one (it is on the board)."""
     evaluations = list(
         Evaluation.objects.filter(submission__problem=problem, gpu_type=gpu, mode=Mode.RANKED,
-                                  status=EvaluationStatus.PASSED, rank_eligible=False)
+                                  status=EvaluationStatus.PASSED, rank_eligible=False, withdrawal__isnull=True)
         .select_related("submission__user").defer("report", "log", "submission__source")
         .order_by("-finished_at", "-id")[: limit * 3]
     )
     unflagged = [evaluation for evaluation in evaluations if not evaluation.flags][:limit]
     ids = {shape.pk for shape in board_shapes(problem, gpu)}
     figures = shape_figures(evaluation.pk for evaluation in unflagged)
-    return [ProvisionalRow(evaluation, _provisional_score(evaluation, figures, ids)) for evaluation in unflagged]
+    agents = agents_of(evaluation.submission_id for evaluation in unflagged)
+    return [ProvisionalRow(evaluation, _provisional_score(evaluation, figures, ids),
+                           agents.get(evaluation.submission_id, "")) for evaluation in unflagged]
 
 
 def _provisional_score(evaluation: Evaluation, figures: dict[int, list[ShapeFigures]], ids: set[int]) -> float | None:

@@ -1,30 +1,101 @@
-"""Short-lived caching of rendered page parts that every visitor sees alike (ranking boards, the
-home page's tables): the same HTML for everyone for ``SOLBOARD_WEB_CACHE_SECONDS`` (default 10 s),
-so a busy ranking page costs its queries once per interval per server process, not per visit.
+"""Caching of what every visitor sees alike: whole pages for anonymous visitors
+(``leaderboard.web.pagecache``) and the ranking boards and home tables inside the pages of
+signed-in ones (``cached_fragment``).
 
-What depends on the visitor (the header, the owner's row highlight, a report) is never cached. A
-new result therefore shows on the rankings within that interval; 0 switches caching off.
+Each cached piece is stored with the *data version* it was built from: a token per problem, and
+one for the whole site, replaced whenever a result is stored, a ranking row changes, an operator
+withdraws a result or the catalogue is synced (the receivers at the bottom). A piece built from an
+older version is out of date at once, so a new result shows on the next visit. What can change
+without such an event (the home page's queue depths, the chart's right edge at "now") is rebuilt
+once it is older than ``SOLBOARD_WEB_CACHE_SECONDS`` (10 s; 0 switches all caching off).
+
+The versions live in the cache itself: shared by every web process and the site worker when
+``SOLBOARD_CACHE_URL`` names a Redis database; per process otherwise (local memory, as in
+development, where only the interval applies across processes).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db import transaction
+from django.db.models.signals import post_save
+from django.dispatch import receiver
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString, mark_safe
 
+from leaderboard.models import Problem
+from leaderboard.signals import evaluation_finished, rankings_changed
 
-def cached_fragment(key: str, template: str, build: Callable[[], dict[str, Any]]) -> SafeString:
-    """``template`` rendered with ``build()``, from the cache when rendered within the interval."""
-    seconds = settings.SOLBOARD_WEB_CACHE_SECONDS
-    if seconds > 0:
-        found = cache.get(key)
-        if found is not None:
-            return mark_safe(found)
+SITE_VERSION = "web:version:site"
+#: Pieces not touched for this long leave the cache (and the stale copy served during a rebuild).
+KEEP_SECONDS = 3600
+
+
+def problem_version(name: str) -> str:
+    return f"web:version:problem:{name}"
+
+
+def version_keys(problem_name: str | None) -> list[str]:
+    """What a piece depends on: the site version, and its problem's when it shows one."""
+    return [SITE_VERSION] + ([problem_version(problem_name)] if problem_name else [])
+
+
+def data_version(found: dict[str, Any], keys: Iterable[str]) -> str:
+    """The version tokens of ``keys`` as read in ``found`` (a missing token reads as '0')."""
+    return "/".join(str(found.get(key, "0")) for key in keys)
+
+
+def pages_changed(problem_name: str | None) -> None:
+    """Make every piece that shows this problem (and the site-wide ones) out of date."""
+    token = uuid.uuid4().hex
+    cache.set_many({key: token for key in version_keys(problem_name)}, timeout=None)
+
+
+def cached_fragment(key: str, template: str, build: Callable[[], dict[str, Any]],
+                    problem_name: str | None = None) -> SafeString:
+    """``template`` rendered with ``build()``; from the cache while its data version holds and it
+    is younger than the interval."""
+    if settings.SOLBOARD_WEB_CACHE_SECONDS <= 0:
+        return mark_safe(render_to_string(template, build()))
+    keys = version_keys(problem_name)
+    found = cache.get_many([key, *keys])
+    version = data_version(found, keys)
+    entry = found.get(key)
+    if isinstance(entry, tuple) and entry[0] == version:
+        return mark_safe(entry[1])
     html = render_to_string(template, build())
-    if seconds > 0:
-        cache.set(key, html, seconds)
+    cache.set(key, (version, html), settings.SOLBOARD_WEB_CACHE_SECONDS)
     return mark_safe(html)
+
+
+# ---------------------------------------------------------------- what makes pieces out of date
+
+
+def _after_commit(problem_filter: dict[str, Any]) -> None:
+    """Bump once the change is visible to other connections (a rebuild before the commit would
+    read the old rows and store them under the new version)."""
+    def bump() -> None:
+        name = Problem.objects.filter(**problem_filter).values_list("name", flat=True).first()
+        pages_changed(name)
+
+    transaction.on_commit(bump, robust=True)
+
+
+@receiver(evaluation_finished, dispatch_uid="leaderboard.web.cache.evaluation_finished")
+def _evaluation_finished(sender: Any, evaluation: Any, **kwargs: Any) -> None:
+    _after_commit({"submissions__evaluations": evaluation.pk})
+
+
+@receiver(rankings_changed, dispatch_uid="leaderboard.web.cache.rankings_changed")
+def _rankings_changed(sender: Any, problem_id: int, **kwargs: Any) -> None:
+    _after_commit({"pk": problem_id})
+
+
+@receiver(post_save, sender=Problem, dispatch_uid="leaderboard.web.cache.problem_saved")
+def _problem_saved(sender: Any, instance: Problem, **kwargs: Any) -> None:
+    _after_commit({"pk": instance.pk})

@@ -87,12 +87,15 @@ def user_page(request: HttpRequest, username: str) -> HttpResponse:
 
 
 def integrity_entries() -> list[Evaluation]:
-    """Rejected results and results held back for review (flags), newest first."""
+    """Rejected results, results held back for review (flags) and results an operator withdrew,
+    newest decision first (a withdrawal counts from when it was made)."""
     return list(
-        Evaluation.objects.filter(Q(status=EvaluationStatus.REJECTED) | (Q(status=EvaluationStatus.PASSED) & ~Q(flags=[])))
-        .select_related("submission__user", "submission__problem", "gpu_type")
+        Evaluation.objects.filter(Q(status=EvaluationStatus.REJECTED) | (Q(status=EvaluationStatus.PASSED) & ~Q(flags=[]))
+                                  | Q(withdrawal__isnull=False))
+        .select_related("submission__user", "submission__problem", "gpu_type", "withdrawal")
         .defer("report", "log", "submission__source", "submission__static_evidence")
-        .order_by("-finished_at", "-id")[:INTEGRITY_ROWS]
+        .annotate(decided_at=Coalesce("withdrawal__withdrawn_at", "finished_at"))
+        .order_by("-decided_at", "-id")[:INTEGRITY_ROWS]
     )
 
 

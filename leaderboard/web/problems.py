@@ -67,7 +67,8 @@ def problem_page(request: HttpRequest, name: str) -> HttpResponse:
         "required_features": problem.required_features.get(gpu.arch or "", []), "features_only": features_only,
         "shapes": shape_table(problem, gpu_types), "sol_gpus": [g for g in gpu_types if not g.development_device],
         "reference": reference_html(problem.name, problem.catalogue_sha256),
-        "rankings": cached_fragment(key, "web/_rankings.html", lambda: rankings_context(problem, gpu, features_only)),
+        "rankings": cached_fragment(key, "web/_rankings.html", lambda: rankings_context(problem, gpu, features_only),
+                                    problem_name=problem.name),
     })
 
 

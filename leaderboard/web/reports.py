@@ -27,6 +27,7 @@ from leaderboard.models import (
     Submission,
 )
 from leaderboard.rankings import meets_features
+from leaderboard.web.agents import agent_label
 from leaderboard.web.charts import Chart, RooflinePoint, roofline_chart
 from leaderboard.web.sol import counts_of
 
@@ -47,11 +48,12 @@ def may_act(submission: Submission, user: Any) -> bool:
 
 
 def load_submission(pk: int) -> Submission | None:
-    """The submission with its evaluations, their GPU types, runners and shape results: 3 queries."""
+    """The submission with its origin (agent), evaluations (GPU types, runners, withdrawals) and shape
+    results: 3 queries."""
     shape_results = Prefetch("shape_results", queryset=ShapeResult.objects.select_related("shape"))
-    evaluations = Prefetch("evaluations", queryset=Evaluation.objects.select_related("gpu_type", "runner")
+    evaluations = Prefetch("evaluations", queryset=Evaluation.objects.select_related("gpu_type", "runner", "withdrawal")
                            .prefetch_related(shape_results).order_by("gpu_type__key", "mode", "-run_number"))
-    return (Submission.objects.select_related("problem", "user").prefetch_related(evaluations)
+    return (Submission.objects.select_related("problem", "user", "origin").prefetch_related(evaluations)
             .filter(pk=pk).first())
 
 
@@ -60,6 +62,10 @@ def load_submission(pk: int) -> Submission | None:
 
 def not_ranked_reason(evaluation: Evaluation) -> str:
     """The precise reason a finished evaluation is not on the rankings ('' when it is eligible)."""
+    withdrawal = getattr(evaluation, "withdrawal", None)
+    if withdrawal is not None:
+        return (f"withdrawn from the rankings by an operator on {withdrawal.withdrawn_at:%Y-%m-%d %H:%M} UTC: "
+                f"{withdrawal.note} (the owner may appeal with a re-run)")
     if evaluation.rank_eligible and evaluation.status == S.PASSED:
         return ""
     report = evaluation.report or {}
@@ -215,3 +221,9 @@ def static_kernels(submission: Submission) -> list[dict[str, Any]]:
         for kernel in found.get("kernels", []):
             rows.append({"arch": arch, **kernel})
     return rows
+
+
+def agent_of(submission: Submission) -> str:
+    """The agent that made it (``load_submission`` fetched the origin), or ''."""
+    origin = getattr(submission, "origin", None)
+    return agent_label(origin.agent_name, origin.agent_model, origin.agent_version) if origin else ""

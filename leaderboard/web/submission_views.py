@@ -21,6 +21,7 @@ from leaderboard.models import Submission
 from leaderboard.web.actions import ActionRefused, cancel_submission, publish_submission, rerun_submission
 from leaderboard.web.highlight import highlighted
 from leaderboard.web.reports import (
+    agent_of,
     evaluation_view,
     live_state,
     load_submission,
@@ -50,7 +51,7 @@ def submission_page(request: HttpRequest, pk: int) -> HttpResponse:
     show_source = visible_source(submission, request.user)
     views = [evaluation_view(e, submission) for e in submission.evaluations.all()]
     return render(request, "web/submission.html", {
-        "submission": submission, "problem": submission.problem, "evaluations": views,
+        "submission": submission, "problem": submission.problem, "evaluations": views, "agent": agent_of(submission),
         "status_rows": [(view.evaluation, view.live) for view in views],
         "show_source": show_source,
         "source": highlighted(submission.source, submission.language) if show_source else None,

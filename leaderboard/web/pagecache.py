@@ -1,0 +1,232 @@
+"""Whole pages for anonymous visitors: the home page and the problem pages, served from the cache
+without touching the database, the session or a template.
+
+Most visitors are not signed in, and their view of a ranking page is the same for all of them. This
+middleware (first in ``MIDDLEWARE``) stores the finished response, headers included, the first
+time such a page is built, with the data version it was built from (``leaderboard.web.cache``):
+
+- fresh (same data version, younger than ``SOLBOARD_WEB_CACHE_SECONDS``): served as stored;
+- out of date: served as stored too, while one background thread of one process (a short lock in
+  the cache picks it) builds the new copy through the normal middleware chain, as an anonymous
+  GET of the same URL (stale-while-revalidate): no visitor waits for a rebuild, and a rebuild
+  never holds the thread in which this process runs its sync views and Django's request signals;
+- not cached yet: built by whoever asks.
+
+Only GET requests without a session or messages cookie qualify, with at most the query parameters
+the page reads (anything else is built normally and not stored: no junk keys, no visitor's input
+echoed into someone else's page), on an allowed host, over HTTPS when the site redirects to it.
+Responses that set a cookie are never stored. Under ASGI the cache is read in a worker thread,
+never in the thread that runs the views.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.conf import settings
+from django.core.cache import cache
+from django.core.exceptions import DisallowedHost
+from django.core.handlers.asgi import ASGIRequest
+from django.core.handlers.base import BaseHandler
+from django.core.handlers.wsgi import WSGIRequest
+from django.db import connections
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.urls import Resolver404, resolve
+
+from leaderboard.web.cache import KEEP_SECONDS, data_version, version_keys
+
+#: Pages cached whole for anonymous visitors: URL name -> the query parameters the page reads.
+CACHEABLE: dict[str, tuple[str, ...]] = {"home": (), "problem": ("gpu", "features")}
+#: A rebuild that takes longer than this (or dies) lets another request try.
+REBUILD_LOCK_SECONDS = 30
+MAX_PARAMETER_CHARS = 32
+SKIPPED_HEADERS = frozenset({"content-length", "set-cookie", "date"})
+#: Marks the background rebuild's own request, which must go through the whole chain.
+REBUILD_MARK = "solboard.page_rebuild"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where a qualifying request's page lives in the cache, and what data it depends on."""
+
+    key: str
+    versions: list[str]
+    environ: dict[str, Any]  # enough of the request to build the same page again
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """What the cache holds for a plan: a response to serve, or the version a rebuild stores under."""
+
+    response: HttpResponse | None
+    version: str
+
+
+def plan_for(request: HttpRequest) -> Plan | None:
+    """The plan when this request may be answered from the cache; None when it must be built."""
+    if request.method != "GET" or settings.SOLBOARD_WEB_CACHE_SECONDS <= 0 or not _anonymous(request):
+        return None
+    if REBUILD_MARK in request.META:
+        return None
+    try:
+        request.get_host()  # a disallowed host gets the normal chain's 400
+        match = resolve(request.path_info)
+    except (DisallowedHost, Resolver404):
+        return None
+    if match.url_name not in CACHEABLE or (settings.SECURE_SSL_REDIRECT and not request.is_secure()):
+        return None
+    query = _canonical_query(request, CACHEABLE[match.url_name])
+    if query is None:
+        return None
+    name = match.kwargs.get("name")
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": request.path_info, "QUERY_STRING": query,
+               "HTTP_HOST": request.get_host(), "SERVER_NAME": "rebuild", "SERVER_PORT": "0",
+               "wsgi.url_scheme": request.scheme, REBUILD_MARK: "1"}
+    return Plan(f"web:page:{request.scheme}:{match.url_name}:{name or ''}?{query}", version_keys(name), environ)
+
+
+def _anonymous(request: HttpRequest) -> bool:
+    """No session (signed-in visitors see their name and own rows) and no pending message."""
+    cookies = request.COOKIES
+    return settings.SESSION_COOKIE_NAME not in cookies and "messages" not in cookies
+
+
+def _canonical_query(request: HttpRequest, allowed: tuple[str, ...]) -> str | None:
+    params = request.GET
+    if any(name not in allowed or len(params.getlist(name)) != 1 for name in params):
+        return None
+    if any(len(params[name]) > MAX_PARAMETER_CHARS for name in params):
+        return None
+    return "&".join(f"{name}={params[name]}" for name in sorted(params))
+
+
+def lookup(plan: Plan) -> Lookup:
+    """The stored page, if any; an out-of-date one is still served while a rebuild is started."""
+    found = cache.get_many([plan.key, *plan.versions])
+    version = data_version(found, plan.versions)
+    entry = found.get(plan.key)
+    if not isinstance(entry, dict):
+        return Lookup(None, version)
+    age = time.time() - entry["built_at"]
+    fresh = entry["version"] == version and age < settings.SOLBOARD_WEB_CACHE_SECONDS
+    if not fresh and cache.add(f"{plan.key}:rebuilding", 1, REBUILD_LOCK_SECONDS):
+        rebuild_later(plan, version)
+    return Lookup(_response(entry, age), version)
+
+
+def _response(entry: dict[str, Any], age: float) -> HttpResponse:
+    response = HttpResponse(entry["body"])
+    for name, value in entry["headers"]:
+        response[name] = value
+    response["Age"] = str(int(age))
+    return response
+
+
+def store(plan: Plan, version: str, response: HttpResponseBase) -> None:
+    """Keep the response for the next visitors when it is a plain, cookie-free 200."""
+    if response.status_code == 200 and isinstance(response, HttpResponse) and not response.cookies:
+        headers = [(name, value) for name, value in response.items() if name.lower() not in SKIPPED_HEADERS]
+        entry = {"version": version, "built_at": time.time(), "body": response.content, "headers": headers}
+        cache.set(plan.key, entry, KEEP_SECONDS)
+    cache.delete(f"{plan.key}:rebuilding")
+
+
+# ---------------------------------------------------------------- rebuilding in the background
+
+#: One rebuild at a time per process: they are rare, and each is a burst of queries.
+_rebuilder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="page-rebuild")
+_local = threading.local()
+
+
+def rebuild_later(plan: Plan, version: str) -> Future[None]:
+    return _rebuilder.submit(rebuild, plan, version)
+
+
+def rebuild(plan: Plan, version: str) -> None:
+    """Build the page as an anonymous GET through the whole (sync) middleware chain, and store it."""
+    handler = getattr(_local, "handler", None)
+    if handler is None:
+        handler = _local.handler = BaseHandler()
+        handler.load_middleware(is_async=False)
+    try:
+        request = WSGIRequest({**plan.environ, "wsgi.input": io.BytesIO()})
+        store(plan, version, handler.get_response(request))
+    finally:
+        connections.close_all()  # this thread's own connection: never left open between rebuilds
+
+
+class AnonymousPageCacheMiddleware:
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        self.async_mode = iscoroutinefunction(get_response)
+        if self.async_mode:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.async_mode:
+            return self._serve_async(request)
+        plan = plan_for(request)
+        if plan is None:
+            return self.get_response(request)
+        found = lookup(plan)
+        if found.response is not None:
+            return found.response
+        response = self.get_response(request)
+        store(plan, found.version, response)
+        return response
+
+    async def _serve_async(self, request: HttpRequest) -> HttpResponseBase:
+        plan = plan_for(request)
+        pending: Awaitable[HttpResponseBase]
+        if plan is None:
+            pending = self.get_response(request)
+            return await pending
+        # thread_sensitive=False: not the one thread every sync view of this process runs in.
+        found = await sync_to_async(lookup, thread_sensitive=False)(plan)
+        if found.response is not None:
+            return found.response
+        pending = self.get_response(request)
+        response = await pending
+        await sync_to_async(store, thread_sensitive=False)(plan, found.version, response)
+        return response
+
+
+# ---------------------------------------------------------------- in front of Django's ASGI handler
+
+
+class AnonymousPageCacheASGI:
+    """The same cache in front of the ASGI application (``leaderboard.asgi``): a page that is
+    stored is sent without Django's request cycle (its request signals, the middleware's hops
+    between threads), which costs more than the lookup itself. Everything else, misses included,
+    goes to the application, where the middleware builds and stores it.
+
+    The lookup runs on the event loop: one round trip to the cache (local memory or Redis on the
+    site's network, well under a millisecond), cheaper than handing it to a thread."""
+
+    def __init__(self, application: Callable[..., Awaitable[None]]) -> None:
+        self.application = application
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+        response = cached_response(scope) if scope["type"] == "http" and scope["method"] == "GET" else None
+        if response is None:
+            await self.application(scope, receive, send)
+            return
+        headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in response.items()]
+        headers.append((b"content-length", str(len(response.content)).encode()))
+        await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+        await send({"type": "http.response.body", "body": response.content})
+
+
+def cached_response(scope: dict[str, Any]) -> HttpResponse | None:
+    plan = plan_for(ASGIRequest(scope, io.BytesIO()))
+    return lookup(plan).response if plan is not None else None

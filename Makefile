@@ -38,4 +38,4 @@ lint: setup
 	$(VENV)/bin/ruff check .
 
 typecheck: setup
-	$(VENV)/bin/mypy leaderboard solboard_common/config.py
+	$(VENV)/bin/mypy leaderboard evaluator runners solboard_common solboard_client

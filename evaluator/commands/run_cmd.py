@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from evaluator.vocabulary import COMPILE_LIMIT_S, LANGUAGES, MODES, RANKED_LIMIT_S, TEST_LIMIT_S
+from evaluator.vocabulary import COMPILE_LIMIT_S, LANGUAGES, MODES, RANKED_LIMIT_S, TEST_LIMIT_S, Language
 
 HELP = "evaluate a submission: correctness, cold-L2 timing, SOL and score"
 
@@ -46,10 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 #: The language a file's extension names; anything else is Python.
-EXTENSIONS = {".ptx": "ptx", ".cu": "cuda", ".cuh": "cuda", ".py": "python"}
+EXTENSIONS: dict[str, Language] = {".ptx": "ptx", ".cu": "cuda", ".cuh": "cuda", ".py": "python"}
 
 
-def language_of(path: Path) -> str:
+def language_of(path: Path) -> Language:
     return EXTENSIONS.get(path.suffix.lower(), "python")
 
 

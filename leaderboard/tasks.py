@@ -27,7 +27,7 @@ def ping(self: Any) -> dict[str, Any]:
     }
 
 
-# ---------------------------------------------------------------- runner-facing tasks (issue 5)
+# ---------------------------------------------------------------- runner-facing tasks
 # Thin: leaderboard.dispatch.inbox authenticates the message (runner credential, HMAC, time window,
 # nonce, node name), validates it with its protocol model, then calls leaderboard.dispatch. A
 # message that fails either is logged and dropped (acked): redelivering it would fail the same way.
@@ -103,5 +103,5 @@ def sweep() -> dict[str, int]:
     return {"released": report.released, "requeued": report.requeued, "failed": report.failed}
 
 
-# ---------------------------------------------------------------- API webhooks (issue 10)
+# ---------------------------------------------------------------- API webhooks
 from leaderboard.api.tasks import deliver_webhook  # noqa: E402,F401  (registers leaderboard.deliver_webhook)

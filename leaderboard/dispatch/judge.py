@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from evaluator.gpus import GpuSpec, GpuSpecError
 from evaluator.problems import CatalogueError, Counts, get_problem
 from evaluator.report import EvaluationReport, ShapeReport, SolFigures, Status, worst_status
-from evaluator.scoring import problem_score, sol_figures
+from evaluator.scoring import problem_score, shape_score, sol_figures
 from leaderboard.models import Evaluation, GpuType, Shape
 
 #: A claimed score may differ from the site's by float noise only (same functions, same inputs).
@@ -143,11 +143,11 @@ def recompute_figures(evaluation: Evaluation, report: EvaluationReport,
 
 
 def development_score(item: ShapeReport) -> float | None:
-    """S with t_SOL = 0 on the CPU development device: t_b / (t_b + t_k); 0.5 = the baseline."""
+    """The score S with t_SOL = 0 on the CPU development device (= t_b / (t_b + t_k); 0.5 = the
+    baseline): the evaluator's one scoring function, as for every GPU score."""
     if item.status is not Status.PASSED or item.timing is None or item.baseline_timing is None:
         return None
-    t_k, t_b = item.timing.median_us, item.baseline_timing.median_us
-    return t_b / (t_b + t_k)
+    return shape_score(item.timing.median_us * 1e-6, item.baseline_timing.median_us * 1e-6, 0.0)
 
 
 def problem_score_of(report: EvaluationReport, counted: set[str], figures: dict[str, SolFigures],

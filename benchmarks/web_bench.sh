@@ -16,7 +16,7 @@ export DATABASE_URL=${WEB_BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432
 SUBMISSIONS=${SUBMISSIONS:-100000}
 USERS=${USERS:-50}
 DURATION=${DURATION:-60s}
-WORKERS=${WORKERS:-4}
+WORKERS=${WORKERS:-4}  # as in the production example
 PORT=${PORT:-8077}
 OUT=${OUT:-benchmarks/results/web}
 mkdir -p "$OUT"
@@ -46,11 +46,16 @@ for gpu in h100 h200 b200; do  # warm each worker's connection and template cach
     for problem in vector_add gemm_bf16 softmax rmsnorm swiglu; do curl -sf -o /dev/null "http://127.0.0.1:$PORT/problems/$problem/?gpu=$gpu"; done
 done
 
+# A new result every RESULT_EVERY seconds (one problem's pages out of date, rebuilt in the background).
+"$PY" benchmarks/web_new_results.py --every "${RESULT_EVERY:-2}" &
+results=$!
+trap 'kill $server $results 2>/dev/null; wait $server 2>/dev/null || true' EXIT
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 .venv/bin/locust -f benchmarks/web_load.py --headless -u "$USERS" -r 10 -t "$DURATION" --only-summary \
     --host "http://127.0.0.1:$PORT" --csv "$OUT/locust" 2>&1 | tail -25 | tee "$OUT/summary.txt"
 {
     echo "commit $(git rev-parse --short HEAD), $(date -u +%FT%TZ), $(nproc) cores, uvicorn --workers $WORKERS,"
     echo "load average (1, 5, 15 min) before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "$USERS locust users (0.5-1.5 s think time) for $DURATION, $(cat "$OUT/seed.txt" 2>/dev/null)"
+    echo "$USERS locust users (0.5-1.5 s think time) for $DURATION, a new result every ${RESULT_EVERY:-2} s,"
+    echo "SOLBOARD_WEB_CACHE_SECONDS=${SOLBOARD_WEB_CACHE_SECONDS:-10}, seed: $(cat "$OUT/seed.txt" 2>/dev/null)"
 } >> "$OUT/summary.txt"

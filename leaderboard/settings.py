@@ -180,6 +180,8 @@ SOLBOARD_JOB_TEST_SECONDS = env_float("SOLBOARD_JOB_TEST_SECONDS", _JOB_LIMITS.t
 SOLBOARD_JOB_RANKED_SECONDS = env_float("SOLBOARD_JOB_RANKED_SECONDS", _JOB_LIMITS.ranked_seconds, minimum=1)
 # The website serves a ranking board or the home page's tables rendered at most this long ago (0: never cached).
 SOLBOARD_WEB_CACHE_SECONDS = env_int("SOLBOARD_WEB_CACHE_SECONDS", 10, minimum=0)
+# An anonymous visitor's problem page is rebuilt when a result changes it, and at least this often.
+SOLBOARD_WEB_PAGE_SECONDS = env_int("SOLBOARD_WEB_PAGE_SECONDS", 300, minimum=1)
 # Shared by every web process when set (redis://host:6379/2): a board is then rendered once per interval
 # for the whole site instead of once per process. Unset: each process keeps its own (local memory).
 SOLBOARD_CACHE_URL = env_str("SOLBOARD_CACHE_URL") or ""

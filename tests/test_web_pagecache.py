@@ -128,3 +128,16 @@ def test_a_page_older_than_the_interval_is_served_once_more_while_one_rebuild_is
     assert [item[0].key for item in handed] == [plan.key]  # one rebuild, however many visitors
     pagecache.rebuild(*handed[0])
     assert client.get("/")["Age"] == "0" and cache.get(f"{plan.key}:rebuilding") is None
+
+
+def test_a_problem_page_outlives_the_short_interval_until_its_own(client: Client, catalogue: None,
+                                                                  handed: list[Any], settings: Any) -> None:
+    settings.SOLBOARD_WEB_PAGE_SECONDS = 300  # only a result (a new data version) ends it sooner
+    client.get("/problems/vector_add/?gpu=h200")
+    plan, _ = _pending_rebuild("/problems/vector_add/", "gpu=h200")
+    cache.set(plan.key, {**cache.get(plan.key), "built_at": time.time() - 61})
+    client.get("/problems/vector_add/?gpu=h200")
+    assert handed == []
+    cache.set(plan.key, {**cache.get(plan.key), "built_at": time.time() - 301})
+    client.get("/problems/vector_add/?gpu=h200")
+    assert [item[0].key for item in handed] == [plan.key]

@@ -5,7 +5,9 @@ Most visitors are not signed in, and their view of a ranking page is the same fo
 middleware (first in ``MIDDLEWARE``) stores the finished response, headers included, the first
 time such a page is built, with the data version it was built from (``leaderboard.web.cache``):
 
-- fresh (same data version, younger than ``SOLBOARD_WEB_CACHE_SECONDS``): served as stored;
+- fresh (same data version, younger than its interval: ``SOLBOARD_WEB_CACHE_SECONDS`` for the home
+  page, whose queue depths change without a result, ``SOLBOARD_WEB_PAGE_SECONDS`` for a problem
+  page, which a result makes out of date at once): served as stored;
 - out of date: served as stored too, while one background thread of one process (a short lock in
   the cache picks it) builds the new copy through the normal middleware chain, as an anonymous
   GET of the same URL (stale-while-revalidate): no visitor waits for a rebuild, and a rebuild
@@ -44,6 +46,10 @@ from leaderboard.web.cache import KEEP_SECONDS, data_version, version_keys
 
 #: Pages cached whole for anonymous visitors: URL name -> the query parameters the page reads.
 CACHEABLE: dict[str, tuple[str, ...]] = {"home": (), "problem": ("gpu", "features")}
+#: Pages that change only with the events that replace their data version (results, withdrawals,
+#: catalogue syncs) are rebuilt after SOLBOARD_WEB_PAGE_SECONDS at the latest (the record chart's
+#: edge at "now" drifts); the others (the home page's queue depths) after SOLBOARD_WEB_CACHE_SECONDS.
+VERSIONED_ONLY = frozenset({"problem"})
 #: A rebuild that takes longer than this (or dies) lets another request try.
 REBUILD_LOCK_SECONDS = 30
 MAX_PARAMETER_CHARS = 32
@@ -59,6 +65,7 @@ class Plan:
     key: str
     versions: list[str]
     environ: dict[str, Any]  # enough of the request to build the same page again
+    max_age: int = 0  # seconds after which it is rebuilt even if its data version holds
 
 
 @dataclass(frozen=True)
@@ -89,7 +96,10 @@ def plan_for(request: HttpRequest) -> Plan | None:
     environ = {"REQUEST_METHOD": "GET", "PATH_INFO": request.path_info, "QUERY_STRING": query,
                "HTTP_HOST": request.get_host(), "SERVER_NAME": "rebuild", "SERVER_PORT": "0",
                "wsgi.url_scheme": request.scheme, REBUILD_MARK: "1"}
-    return Plan(f"web:page:{request.scheme}:{match.url_name}:{name or ''}?{query}", version_keys(name), environ)
+    max_age = (settings.SOLBOARD_WEB_PAGE_SECONDS if match.url_name in VERSIONED_ONLY
+               else settings.SOLBOARD_WEB_CACHE_SECONDS)
+    return Plan(f"web:page:{request.scheme}:{match.url_name}:{name or ''}?{query}", version_keys(name), environ,
+                max_age)
 
 
 def _anonymous(request: HttpRequest) -> bool:
@@ -115,7 +125,7 @@ def lookup(plan: Plan) -> Lookup:
     if not isinstance(entry, dict):
         return Lookup(None, version)
     age = time.time() - entry["built_at"]
-    fresh = entry["version"] == version and age < settings.SOLBOARD_WEB_CACHE_SECONDS
+    fresh = entry["version"] == version and age < plan.max_age
     if not fresh and cache.add(f"{plan.key}:rebuilding", 1, REBUILD_LOCK_SECONDS):
         rebuild_later(plan, version)
     return Lookup(_response(entry, age), version)

@@ -125,3 +125,14 @@ def test_the_owners_re_run_is_the_appeal_and_ranks_again_when_it_passes(
     evaluate(appeal, gpu_report("vector_add", "h200", 1.4))
     assert board_users(client) == ["alice"]
     assert RankingEntry.objects.get(user=alice, shape__isnull=True, track="all").evaluation_id == appeal.pk
+
+
+def test_the_api_says_a_withdrawn_result_is_not_ranked_and_why(operator: Any, alice: Any, catalogue: None) -> None:
+    from leaderboard.api.presenters import not_ranked_reason
+
+    evaluation = ranked(alice, "vector_add", "h200", 1.5)
+    assert not_ranked_reason(evaluation) is None
+    withdraw(evaluation.pk, operator, "suspected replay")
+    evaluation.refresh_from_db()
+    reason = not_ranked_reason(evaluation)
+    assert reason is not None and "withdrawn" in reason and "suspected replay" in reason and "re-run" in reason

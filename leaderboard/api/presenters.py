@@ -14,6 +14,7 @@ from typing import Any
 from django.db.models import Q
 
 from leaderboard.models import Evaluation, EvaluationStatus, Mode, Submission
+from leaderboard.models.integrity import Withdrawal
 
 S = EvaluationStatus
 WAITING = (S.QUEUED, S.RUNNING)
@@ -60,6 +61,10 @@ def not_ranked_reason(evaluation: Evaluation) -> str | None:
         return f"not finished ({evaluation.status})"
     if evaluation.status != S.PASSED:
         return f"status {evaluation.status}" + (f" ({evaluation.evaluator_status})" if evaluation.evaluator_status else "")
+    withdrawal = withdrawal_of(evaluation)
+    if withdrawal is not None:
+        return (f"withdrawn from the rankings by an operator on {withdrawal.withdrawn_at:%Y-%m-%d}: "
+                f"{withdrawal.note} (a re-run is the appeal)")
     if evaluation.rank_eligible and evaluation.score is not None:
         return None
     report = evaluation.report or {}
@@ -68,6 +73,13 @@ def not_ranked_reason(evaluation: Evaluation) -> str | None:
     if evaluation.flags:
         return "flagged for review: " + "; ".join(str(flag) for flag in evaluation.flags)
     return report.get("message") or "the evaluator did not mark the result rank-eligible"
+
+
+def withdrawal_of(evaluation: Evaluation) -> Withdrawal | None:
+    try:
+        return evaluation.withdrawal  # type: ignore[no-any-return]
+    except Withdrawal.DoesNotExist:
+        return None
 
 
 def _unwitnessed(report: dict[str, Any]) -> str:

@@ -43,14 +43,6 @@ def finish(evaluation: Evaluation, status: str, **fields: Any) -> Evaluation:
 
 
 @pytest.fixture
-def broker(tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A broker of this test's own (Celery prefers the environment variable to its settings)."""
-    settings.CELERY_BROKER_URL = f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
-    monkeypatch.setenv("CELERY_BROKER_URL", settings.CELERY_BROKER_URL)
-    return settings.CELERY_BROKER_URL
-
-
-@pytest.fixture
 def catalogue(gpu_types: Any, problems: Any, broker: str) -> None:
     """The real GPU table and problem catalogue, and a private broker for what gets enqueued."""
 

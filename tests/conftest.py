@@ -5,16 +5,22 @@ The cast (database tests only):
 - bob: another ordinary user; he may see alice's rankings and reports, never her private source.
 - operator: a superuser; sees everything in the admin, except secrets (seeds, token hashes).
 - gpu_types / problems: the real evaluator/gpus.toml and catalogue, synced as `make run` does.
+- broker: an embedded broker of the test's own; user: a job user claimed from the runners' pool.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from runners import sandbox
+from runners.slots import claim_job_user
 
 
 @pytest.fixture
@@ -73,3 +79,25 @@ def listener() -> Iterator[tuple[int, list[object]]]:
     stop.set()
     thread.join()
     server.close()
+
+
+@pytest.fixture
+def broker(tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A broker of this test's own (Celery prefers the environment variable to its settings)."""
+    settings.CELERY_BROKER_URL = f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
+    monkeypatch.setenv("CELERY_BROKER_URL", settings.CELERY_BROKER_URL)
+    return settings.CELERY_BROKER_URL
+
+
+@pytest.fixture(scope="module")
+def user() -> Iterator[sandbox.JobUser | None]:
+    """A job user of the runners' pool, claimed as a slot claims it: a runner started beside these
+    tests (`make run`, another test) kills every process of the users it holds before each job."""
+    if os.geteuid() != 0:
+        yield None
+        return
+    name, lock = claim_job_user()
+    try:
+        yield sandbox.ensure_job_user(name)
+    finally:
+        lock.close()

@@ -11,7 +11,7 @@ import base64
 from typing import Any
 
 import pytest
-from api_support import alice_api, bob_api, broker, catalogue, finish, submit_body
+from api_support import alice_api, bob_api, catalogue, finish, submit_body
 from rest_framework.test import APIClient
 
 from evaluator.gpus import get_gpu_spec
@@ -21,7 +21,7 @@ from leaderboard.models import ApiToken, Evaluation
 from leaderboard.rankings import refresh_rankings_for
 
 pytestmark = pytest.mark.django_db
-__all__ = ["alice_api", "bob_api", "broker", "catalogue"]
+__all__ = ["alice_api", "bob_api", "catalogue"]
 
 
 def test_a_token_is_shown_once_and_then_only_by_its_prefix(alice_api: APIClient) -> None:

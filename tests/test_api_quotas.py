@@ -10,7 +10,7 @@ import threading
 from typing import Any
 
 import pytest
-from api_support import alice_api, bob_api, broker, catalogue, finish, submit_body
+from api_support import alice_api, bob_api, catalogue, finish, submit_body
 from django.conf import settings
 from django.db import connection
 from rest_framework.test import APIClient
@@ -20,7 +20,7 @@ from leaderboard.models import Evaluation, Submission
 from solboard_common.protocol import gpu_queue
 
 pytestmark = pytest.mark.django_db
-__all__ = ["alice_api", "bob_api", "broker", "catalogue"]
+__all__ = ["alice_api", "bob_api", "catalogue"]
 
 
 def create(client: APIClient, key: str | None = None, **overrides: Any) -> Any:

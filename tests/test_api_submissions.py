@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from api_support import VECTOR_ADD, alice_api, bob_api, broker, catalogue, client_for, finish, submit_body
+from api_support import VECTOR_ADD, alice_api, bob_api, catalogue, client_for, finish, submit_body
 from rest_framework.test import APIClient
 from test_runner_harness import messages_on
 
@@ -22,7 +22,7 @@ from leaderboard.models.tokens import AgentInfo
 from solboard_common.protocol import gpu_queue
 
 pytestmark = pytest.mark.django_db
-__all__ = ["alice_api", "bob_api", "broker", "catalogue"]  # fixtures used by name
+__all__ = ["alice_api", "bob_api", "catalogue"]  # fixtures used by name
 REPO = Path(__file__).resolve().parent.parent
 
 

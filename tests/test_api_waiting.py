@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 import uvicorn
-from api_support import broker, catalogue, finish, submit_body
+from api_support import catalogue, finish, submit_body
 
 from leaderboard.models import ApiToken, Evaluation
 
 pytestmark = pytest.mark.django_db(transaction=True)
-__all__ = ["broker", "catalogue"]
+__all__ = ["catalogue"]
 
 
 @pytest.fixture

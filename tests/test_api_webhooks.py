@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from api_support import broker, catalogue, client_for, finish, submit_body
+from api_support import catalogue, client_for, finish, submit_body
 from django.utils import timezone
 from test_runner_harness import messages_on
 
@@ -26,7 +26,7 @@ from leaderboard.models.tokens import AgentInfo
 from solboard_common.protocol import SITE_QUEUE
 
 pytestmark = pytest.mark.django_db
-__all__ = ["broker", "catalogue"]
+__all__ = ["catalogue"]
 
 
 class Receiver:

@@ -37,7 +37,7 @@ from solboard_common.signing import Credential
 
 RUNNER = "node-a:0"
 # Shared with test_dispatch_results: a real CPU report and a broker of the test's own.
-broker, cpu_report = results.broker, results.cpu_report
+cpu_report = results.cpu_report
 
 
 @pytest.fixture

@@ -45,14 +45,6 @@ def cpu_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return json.loads(out.stdout)
 
 
-@pytest.fixture
-def broker(tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A broker of this test's own (Celery prefers the environment variable to its settings)."""
-    settings.CELERY_BROKER_URL = f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
-    monkeypatch.setenv("CELERY_BROKER_URL", settings.CELERY_BROKER_URL)
-    return settings.CELERY_BROKER_URL
-
-
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from leaderboard.models import Evaluation, RankingEntry
 from leaderboard.submissions import create_submission
 
 # Shared with test_dispatch_results: a real CPU report, a broker of the test's own, alice's evaluation.
-broker, cpu_report, evaluation = results.broker, results.cpu_report, results.evaluation
+cpu_report, evaluation = results.cpu_report, results.evaluation
 EXAMPLE, completed, started = results.EXAMPLE, results.completed, results.started
 
 @pytest.fixture

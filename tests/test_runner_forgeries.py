@@ -16,7 +16,6 @@ from runners.slots import Slot, StateDir
 from solboard_common.protocol import Job
 from tests.harness_helpers import CHEATS, REPO, evaluate_file
 from tests.test_runner_harness import traversable_folder
-from tests.test_runner_sandbox import user  # noqa: F401 - the module's job-user fixture
 
 RANKED = ("--device", "cpu", "--mode", "ranked", "--secret-seed-stdin")
 #: fixture -> words the REJECTED message must contain
@@ -52,7 +51,7 @@ def test_a_forged_result_is_rejected_by_the_evaluator(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(FORGERIES))
-def test_a_forged_result_is_rejected_in_a_runner_job(name: str, user: object) -> None:  # noqa: F811
+def test_a_forged_result_is_rejected_in_a_runner_job(name: str, user: object) -> None:
     result = run_in_runner((CHEATS / f"{name}.py").read_text(), user)
     assert result.outcome == "completed", result.message
     assert result.report is not None
@@ -61,7 +60,7 @@ def test_a_forged_result_is_rejected_in_a_runner_job(name: str, user: object) ->
     assert not result.report.rank_eligible
 
 
-def test_an_honest_runner_job_is_witnessed(user: object) -> None:  # noqa: F811
+def test_an_honest_runner_job_is_witnessed(user: object) -> None:
     result = run_in_runner((REPO / "examples" / "python" / "vector_add.py").read_text(), user)
     assert result.report is not None and result.report.status.value == "PASSED", result.message
     assert result.report.witnessed

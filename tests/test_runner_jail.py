@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 
 from runners import procs, sandbox
-from runners.slots import claim_job_user
 
 REPO = Path(__file__).resolve().parent.parent
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (job user, namespaces)")
@@ -43,20 +42,6 @@ def folder() -> Iterator[Path]:
     os.chmod(path, 0o755)
     yield path
     subprocess.run(["rm", "-rf", str(path)], check=False)
-
-
-@pytest.fixture(scope="module")
-def user() -> Iterator[sandbox.JobUser | None]:
-    """A job user of the runners' pool, claimed as a slot claims it: a runner started beside these
-    tests (`make run`, another test) kills every process of the users it holds before each job."""
-    if os.geteuid() != 0:
-        yield None
-        return
-    name, lock = claim_job_user()
-    try:
-        yield sandbox.ensure_job_user(name)
-    finally:
-        lock.close()
 
 
 def run(code: str, root: Path, user: sandbox.JobUser | None, *, disabled: frozenset[str] = frozenset(),

@@ -11,13 +11,11 @@ import shutil
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from runners import procs, sandbox
-from runners.slots import claim_job_user
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (job user, namespaces)")
 
@@ -26,20 +24,6 @@ ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (job user, 
 def scratch_root(tmp_path: Path) -> Path:
     os.chmod(tmp_path, 0o755)  # the job user must be able to reach its scratch folder
     return tmp_path / "scratch"
-
-
-@pytest.fixture(scope="module")
-def user() -> Iterator[sandbox.JobUser | None]:
-    """A job user of the runners' pool, claimed as a slot claims it: a runner started beside these
-    tests (`make run`, another test) kills every process of the users it holds before each job."""
-    if os.geteuid() != 0:
-        yield None
-        return
-    name, lock = claim_job_user()
-    try:
-        yield sandbox.ensure_job_user(name)
-    finally:
-        lock.close()
 
 
 def run(code: str, root: Path, user: sandbox.JobUser | None, stdin: bytes = b"", **limits: object) -> sandbox.Result:

@@ -56,14 +56,6 @@ params = [ {kind="ptr", tensor="a"}, {kind="ptr", tensor="b"}, {kind="ptr", tens
 
 
 @pytest.fixture
-def broker(tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A broker of this test's own (Celery prefers the environment variable to its settings)."""
-    settings.CELERY_BROKER_URL = f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
-    monkeypatch.setenv("CELERY_BROKER_URL", settings.CELERY_BROKER_URL)
-    return settings.CELERY_BROKER_URL
-
-
-@pytest.fixture
 def site(gpu_types: Any, problems: Any, broker: str, django_capture_on_commit_callbacks: Any) -> Any:
     """Runs on-commit work (hand-over to the broker, ranking refresh) as a committed request would."""
     return lambda: django_capture_on_commit_callbacks(execute=True)

@@ -30,14 +30,6 @@ GOOD = {"problem": "vector_add", "language": "python", "gpu_types": ["cpu"], "mo
 
 
 @pytest.fixture
-def broker(tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A broker of this test's own (Celery prefers the environment variable to its settings)."""
-    settings.CELERY_BROKER_URL = f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
-    monkeypatch.setenv("CELERY_BROKER_URL", settings.CELERY_BROKER_URL)
-    return settings.CELERY_BROKER_URL
-
-
-@pytest.fixture
 def uploader(client: Client, alice: Any, problems: Any, gpu_types: Any, broker: str) -> Client:
     client.force_login(alice)
     return client

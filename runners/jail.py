@@ -175,6 +175,31 @@ def bind_back(scratch: str, handle: int) -> None:
     mount(f"/proc/self/fd/{handle}", scratch, None, MS_BIND)
 
 
+def _outermost(paths: list[str]) -> list[str]:
+    kept: list[str] = []
+    for path in sorted(set(paths), key=len):
+        if not any(_under(path, outer) for outer in kept):
+            kept.append(path)
+    return kept
+
+
+def keep_handles(config: dict[str, Any], masked_roots: list[str]) -> dict[str, int]:
+    """O_PATH handles on what the job must run that a mask is about to hide (taken before it)."""
+    wanted = [os.path.realpath(path) for path in config.get("keep", [])]
+    wanted = [path for path in wanted if os.path.isdir(path) and any(_under(path, root) for root in masked_roots)]
+    return {path: os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for path in _outermost(wanted)}
+
+
+def bind_back_read_only(handles: dict[str, int]) -> list[str]:
+    for path, handle in handles.items():
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        mount(f"/proc/self/fd/{handle}", path, None, MS_BIND)
+        kept = sum(flag for st_flag, flag in KEPT_FLAGS.items() if os.statvfs(path).f_flag & st_flag)
+        mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
+        os.close(handle)
+    return list(handles)
+
+
 def build_view(config: dict[str, Any], pid_namespace: bool) -> dict[str, Any]:
     """Read-only everywhere but the scratch folder; private tmpfs over the world-writable folders
     and over the runner's state folders (the scratch folder bound back); a fresh /proc."""
@@ -185,9 +210,11 @@ def build_view(config: dict[str, Any], pid_namespace: bool) -> dict[str, Any]:
     facts: dict[str, Any] = {"read_only_failed": remount_read_only(scratch)}
     facts["read_only"] = not facts["read_only_failed"]
     private = sorted({os.path.realpath(folder) for folder in PRIVATE_DIRS}, key=len)
-    facts["private"] = mask(private, int(config["tmpfs_bytes"]), "1777", {"/dev/shm": int(config["shm_bytes"])})
     hide = sorted({os.path.realpath(folder) for folder in config.get("hide", [])}, key=len)
+    kept = keep_handles(config, private + hide)
+    facts["private"] = mask(private, int(config["tmpfs_bytes"]), "1777", {"/dev/shm": int(config["shm_bytes"])})
     masked = mask(hide, 1 << 20, "0711")
+    facts["kept_read_only"] = bind_back_read_only(kept)
     facts["hidden"] = [folder for folder in hide if folder in masked or not os.path.exists(folder)]
     if os.path.ismount("/dev/mqueue"):  # POSIX queues of the new IPC namespace, not the host's
         mount("mqueue", "/dev/mqueue", "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC)

@@ -96,7 +96,9 @@ def _tmp(jail: Mapping[str, Any]) -> str:
     private = jail.get("private") or []
     if not private:
         return "shared with the host (no mount namespace)"
-    return "private tmpfs for " + ", ".join(private)
+    kept = jail.get("kept_read_only") or []
+    visible = f" (read-only inside: {', '.join(kept)}, what the job runs)" if kept else ""
+    return "private tmpfs for " + ", ".join(private) + visible
 
 
 def gaps(jail: Mapping[str, Any], config: Mapping[str, Any], dedicated_user: bool) -> list[str]:

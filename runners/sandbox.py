@@ -190,6 +190,9 @@ def jail_config(spec: Spec, scratch: Path, facts_fd: int) -> dict[str, object]:
         "user_namespace": caps.user_namespace and bool(namespaces),
         "scratch": str(scratch),
         "hide": [str(folder) for folder in hidden_folders(spec, scratch)],
+        # Bound back read-only when a private /tmp (or /run, /dev/shm) would hide them: a checkout
+        # and its virtualenv under /tmp (CI's clean clone) must still run.
+        "keep": [str(path) for path in needed_paths(spec) if path.is_dir()],
         "tmpfs_bytes": limits.tmp_bytes,
         "shm_bytes": limits.shared_memory_bytes,
         "facts_fd": facts_fd,
@@ -203,11 +206,17 @@ def jail_config(spec: Spec, scratch: Path, facts_fd: int) -> dict[str, object]:
     }
 
 
-def hidden_folders(spec: Spec, scratch: Path) -> list[Path]:
-    """The scratch root (other jobs' folders) and the Spec's folders, but never one that holds
-    what the job must run: the interpreter, its prefix, the PYTHONPATH (the project)."""
+def needed_paths(spec: Spec) -> list[Path]:
+    """What the job must run: the interpreter, its prefixes, the PYTHONPATH (the project)."""
     needed = [Path(sys.executable).resolve(), Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()]
     needed += [Path(entry).resolve() for entry in spec.env.get("PYTHONPATH", "").split(":") if entry]
+    return list(dict.fromkeys(needed))
+
+
+def hidden_folders(spec: Spec, scratch: Path) -> list[Path]:
+    """The scratch root (other jobs' folders) and the Spec's folders, but never one that holds
+    what the job must run (``needed_paths``)."""
+    needed = needed_paths(spec)
     folders = [scratch.resolve().parent, *(Path(folder).resolve() for folder in spec.hide)]
     return [folder for folder in dict.fromkeys(folders)
             if not any(path == folder or folder in path.parents for path in needed)]

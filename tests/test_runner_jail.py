@@ -45,10 +45,12 @@ def folder() -> Iterator[Path]:
 
 
 def run(code: str, root: Path, user: sandbox.JobUser | None, *, disabled: frozenset[str] = frozenset(),
-        hide: tuple[Path, ...] = (), wall_seconds: float = 30.0) -> sandbox.Result:
+        hide: tuple[Path, ...] = (), wall_seconds: float = 30.0, python_path: str = "") -> sandbox.Result:
     with sandbox.Scratch(root / "scratch", user) as scratch:
         env = {"PATH": "/usr/bin:/bin", "HOME": str(scratch.path), "LANG": "C.UTF-8",
                procs.MARKER_VARIABLE: "test-marker-" + os.urandom(4).hex()}
+        if python_path:
+            env["PYTHONPATH"] = python_path
         spec = sandbox.Spec(argv=[sys.executable, "-c", textwrap.dedent(code)], env=env, user=user,
                             limits=sandbox.Limits(wall_seconds=wall_seconds), disabled=disabled, hide=hide)
         return sandbox.run(spec, scratch.path)
@@ -182,6 +184,29 @@ def test_a_scratch_folder_under_tmp_still_gets_a_private_tmp(folder: Path, user:
     assert not Path("/tmp", token).exists()
     assert lines(result)["listing"] == f"[{folder.name!r}, {token!r}]"  # its own path, nothing else
     assert "/tmp" in result.facts["tmp"]
+
+
+@ROOT_ONLY
+@NEEDS_NAMESPACES
+def test_a_project_under_tmp_stays_visible_read_only_behind_the_private_tmp(folder: Path, user: object) -> None:
+    """CI runs from a clean clone that may live under /tmp: the private /tmp must not hide it."""
+    project = folder / "project"
+    project.mkdir()
+    (project / "solboard_probe.py").write_text("ANSWER = 42\n")
+    os.chmod(project, 0o755)
+    os.chmod(project / "solboard_probe.py", 0o644)
+    code = f"""
+    import solboard_probe
+    print("answer", solboard_probe.ANSWER)
+    try:
+        open("{project}/written", "w").write("x"); print("wrote yes")
+    except OSError:
+        print("wrote no")
+    """
+    result = run(code, folder, user, python_path=str(project))  # type: ignore[arg-type]
+    assert result.returncode == 0, result.stderr
+    assert lines(result)["answer"] == "42" and lines(result)["wrote"] == "no"
+    assert str(project) in result.facts["tmp"]
 
 
 @ROOT_ONLY

@@ -1,13 +1,11 @@
-"""Checks that keep a submission, which shares the child process with the harness, honest.
+"""The child's framing checks: they can only reject the child (the judge decides every verdict in
+the submission's favour; docs/security.md). The submission shares the child with this code.
 
 - ``Integrity``: identities of every callable a cheat would patch (the timer, torch.cuda.Event and
   synchronize, comparison functions, torch.Tensor's methods, the statistics and JSON helpers, the
   harness's own functions and their code objects, builtins), captured BEFORE the submission is
   imported and verified after every stage (class 4).
-- ``Activity``: Python threads, native threads and child processes, checked after calls and before
-  sealing (class 2).
-- ``quiescence_problems``: what must hold before the report is sealed (no threads, no trace or
-  profile hooks, no timers that could run submission code while the harness serialises).
+- ``Activity``: Python threads, native threads and child processes, checked after calls (class 2).
 """
 
 from __future__ import annotations
@@ -215,33 +213,6 @@ class Activity:
         if children_pids:
             return f"the submission left child processes running (class 2): pids {children_pids}"
         return None
-
-
-def quiescence_problems(reference: Activity) -> list[str]:
-    """Everything that could run submission code while the harness seals the report."""
-    problems = []
-    activity = reference.problems()
-    if activity:
-        problems.append(activity)
-    if sys.gettrace() is not None or sys.getprofile() is not None:
-        problems.append("a trace or profile hook is installed")
-    monitoring = getattr(sys, "monitoring", None)
-    if monitoring is not None:
-        tools = [tool for tool in range(6) if monitoring.get_tool(tool) is not None]
-        if tools:
-            problems.append(f"sys.monitoring tools registered: {tools}")
-    for which in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF):
-        if signal.getitimer(which) != (0.0, 0.0):
-            problems.append("an interval timer is armed")
-            break
-    return problems
-
-
-def disarm_signals() -> None:
-    """Restore default handlers, so no submission handler runs during sealing."""
-    for sig in (signal.SIGALRM, signal.SIGVTALRM, signal.SIGPROF, signal.SIGUSR1, signal.SIGUSR2):
-        signal.signal(sig, signal.SIG_DFL)
-    signal.alarm(0)
 
 
 # ---------------------------------------------------------------- torch global state

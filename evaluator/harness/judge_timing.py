@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import math
-import os
 import secrets
 import statistics
 import time
@@ -39,10 +38,6 @@ class NoActivity:
 
     def problems(self, native: bool = True, children: bool = True) -> str | None:
         return None
-
-
-def fresh_seed() -> int:
-    return int.from_bytes(os.urandom(8), "little") & (2**63 - 1)
 
 
 class BaselineTimer:
@@ -145,7 +140,7 @@ class KernelTimingService:
         if not isinstance(index, int) or not 0 <= index < len(self.sets):
             raise ProtocolViolation(f"asked for input set {index!r}")
         inputs, outputs, _ = self.sets[index]
-        self.seeds[index] = fresh_seed()
+        self.seeds[index] = work.fresh_seed()
         self.judge.write_inputs(self.ctx, inputs, outputs, self.seeds[index], self.distribution)
         self.calls += 1
         return index

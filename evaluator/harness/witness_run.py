@@ -123,7 +123,7 @@ def _witness_shape(judge: Any, peer: Peer, shape: Any, report: dict[str, Any]) -
 
 
 def _seed() -> int:
-    from evaluator.harness.judge_timing import fresh_seed
+    from evaluator.harness.work import fresh_seed
 
     return fresh_seed()
 

@@ -1,7 +1,5 @@
-"""The child's work on one shape: correctness trials, then timing of the kernel and the baseline.
-
-Returns plain dicts shaped like ``ShapeReport`` (the parent validates them into models).
-"""
+"""What the judge's correctness checks and both timing loops share: the shape context, seeds, the
+comparison with the reference, and the rotating input sets of the baseline's timing."""
 
 from __future__ import annotations
 
@@ -10,15 +8,13 @@ import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from time import perf_counter
 from typing import Any
 
 import torch
 
 from evaluator.harness import correctness as corr
 from evaluator.harness.anticheat import trusted_torch_state
-from evaluator.harness.report_status import RUNTIME_ERROR, CheckFailure
-from evaluator.harness.timing import TimedSet, TimingConfig
+from evaluator.harness.timing import TimedSet
 
 
 @dataclass
@@ -54,49 +50,6 @@ def fresh_seed() -> int:
     return int.from_bytes(os.urandom(8), "little") & (2**63 - 1)
 
 
-def _call_kernel(kernel: Callable[..., Any], args: list[torch.Tensor], ctx: ShapeContext) -> Any:
-    try:
-        returned = kernel(*args)
-        ctx.sync()
-    except Exception as error:
-        raise CheckFailure(RUNTIME_ERROR, f"the kernel raised {type(error).__name__}: {error}") from error
-    return returned
-
-
-def run_trial(
-    ctx: ShapeContext, kernel: Callable[..., Any], seed: int, distribution: str
-) -> tuple[str, str, dict[str, Any]]:
-    """One call on fresh inputs: (status, message, errors). Reference only after the call."""
-    inputs = ctx.refmod.generate_inputs(dict(ctx.axes), seed, ctx.device, distribution)
-    ordered = ctx.ordered_inputs(inputs)
-    digests = [corr.digest(tensor) for tensor in ordered]
-    input_ids = [corr.identity(tensor) for tensor in ordered]
-    outputs = corr.allocate_outputs(ctx.problem.outputs, ctx.axes, ctx.device)
-    output_ids = {name: corr.identity(tensor) for name, tensor in outputs.items()}
-    ctx.sync()
-    returned = _call_kernel(kernel, ordered + list(outputs.values()), ctx)
-    problem = ctx.activity.problems(native=False)
-    if problem:
-        return "REJECTED", problem, {}
-    for name, tensor in outputs.items():
-        bad = corr.check_identity(name, tensor, output_ids[name])
-        if bad:
-            return bad[0].value, bad[1], {}
-    for spec, tensor, before, ident in zip(ctx.problem.inputs, ordered, digests, input_ids):
-        if corr.check_identity(spec.name, tensor, ident) or corr.digest(tensor) != before:
-            return "REJECTED", f"the kernel modified its input {spec.name} (class 7)", {}
-    message = (
-        f"kernel returned a {type(returned).__name__}; ignored (outputs are written in place)"
-        if returned is not None
-        else ""
-    )
-    errors = compare_outputs(ctx, inputs, outputs)
-    passed = corr.outputs_pass(errors, ctx.problem)
-    if not passed:
-        message = (message + "; " if message else "") + describe_failure(errors)
-    return ("PASSED" if passed else "INCORRECT_NUMERICAL"), message, errors
-
-
 def compare_outputs(
     ctx: ShapeContext, inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor]
 ) -> dict[str, Any]:
@@ -120,34 +73,6 @@ def describe_failure(errors: dict[str, Any]) -> str:
             f"max abs error {stats['max_abs_error']}"
         )
     return "outside tolerance: " + "; ".join(parts)
-
-
-def correctness(
-    ctx: ShapeContext, kernel: Callable[..., Any], seeds: list[tuple[int, int | None]]
-) -> tuple[str, str, list[dict[str, Any]]]:
-    """All trials of a shape (stops at the first failure): (status, message, checks)."""
-    checks = []
-    for seed, public in seeds:
-        for distribution in ctx.problem.distributions:
-            label = (
-                f"seed {public} / {distribution}" if public is not None else f"secret seed / {distribution}"
-            )
-            status, message, errors = run_trial(ctx, kernel, seed, distribution)
-            checks.append(
-                {
-                    "trial": label,
-                    "distribution": distribution,
-                    "seed": public,
-                    "passed": status == "PASSED",
-                    "status": status,
-                    "message": message,
-                    "errors": errors,
-                }
-            )
-            if status != "PASSED":
-                return status, f"{label}: {message}", checks
-    notes = sorted({check["message"] for check in checks if check["message"]})
-    return "PASSED", "; ".join(notes), checks
 
 
 # ---------------------------------------------------------------- timed input sets
@@ -198,11 +123,3 @@ def release_sets(sets: list[TimedSet]) -> None:
         for tensor in timed.outputs:
             corr.poison_(tensor)
     sets.clear()
-
-
-def timing_config(budget_s: float) -> TimingConfig:
-    return TimingConfig(budget_s=budget_s)
-
-
-def elapsed(since: float) -> float:
-    return perf_counter() - since

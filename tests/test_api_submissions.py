@@ -222,3 +222,14 @@ def test_ptx_that_does_not_assemble_is_a_compile_error_with_line_numbers(alice_a
     assert response.status_code == 400, response.json()
     error = error_of(response)
     assert error["code"] == "compile_error" and "line" in error["message"].lower()
+
+
+@pytest.mark.parametrize("query", ["page=3303074510548606464", "page=1000001", "page=%C2%B2", "page_size=0",
+                                   "page=-1", "page_size=99999999999999999999999"])
+def test_a_page_out_of_range_or_not_a_number_is_a_400_never_a_database_error(alice_api: APIClient,
+                                                                              query: str) -> None:
+    response = alice_api.get(f"/api/submissions?{query}")
+    assert response.status_code == 400, response.content
+    assert error_of(response)["code"] == "invalid"
+    leaderboard = alice_api.get(f"/api/leaderboards/vector_add/cpu?{query}")
+    assert leaderboard.status_code == 400, leaderboard.content

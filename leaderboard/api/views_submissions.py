@@ -33,7 +33,10 @@ IDEMPOTENCY = OpenApiParameter("Idempotency-Key", {"type": "string", "minLength"
 WAIT = OpenApiParameter("wait", {"type": "number", "minimum": 0, "maximum": 60}, OpenApiParameter.QUERY, required=False,
                         description="Long-poll: answer at once on a change of status, else after this many "
                         "seconds (at most the server's max_wait_seconds, 60).")
-PAGE = OpenApiParameter("page", {"type": "integer", "minimum": 1}, required=False)
+#: The highest page number asked for: beyond it an offset no database needs (SQLite's integers end
+#: at 2^63; schemathesis found a 503 at page 3e18).
+MAX_PAGE = 1_000_000
+PAGE = OpenApiParameter("page", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE}, required=False)
 PAGE_SIZE = OpenApiParameter("page_size", {"type": "integer", "minimum": 1}, required=False,
                              description="At most 200 (larger values are cut to 200).")
 SINCE = OpenApiParameter("since", str, OpenApiParameter.QUERY, required=False,
@@ -62,13 +65,16 @@ def own_submissions(request: Request) -> QuerySet[Submission]:
 
 
 def page_bounds(request: Request, default_size: int = 50, max_size: int = 200) -> tuple[int, int]:
-    """(page, page_size) from the query, 1-based; 400 ``invalid`` when not positive integers."""
+    """(page, page_size) from the query, 1-based; 400 ``invalid`` when not positive integers or a
+    page beyond MAX_PAGE (a page size beyond ``max_size`` is cut to it)."""
     values = []
     for name, default in (("page", 1), ("page_size", default_size)):
         raw = request.query_params.get(name, str(default))
-        if not raw.isdigit() or int(raw) < 1:
-            raise ApiError("invalid", f"{name} must be a positive integer, not {raw!r}", name)
+        if not (raw.isascii() and raw.isdigit()) or len(raw) > 18 or int(raw) < 1:
+            raise ApiError("invalid", f"{name} must be a positive integer, not {raw[:40]!r}", name)
         values.append(int(raw))
+    if values[0] > MAX_PAGE:
+        raise ApiError("invalid", f"page must be at most {MAX_PAGE}, not {values[0]}", "page")
     return values[0], min(values[1], max_size)
 
 

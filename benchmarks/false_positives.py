@@ -24,8 +24,8 @@ from typing import Any
 
 from evaluator.problems import load_catalogue
 from runners import execute, sandbox
-from solboard_common.protocol import Job
 from runners.slots import Slot, StateDir, claim_job_user
+from solboard_common.protocol import Job
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from runners import execute, sandbox
-from solboard_common.protocol import Job
 from runners.slots import Slot, StateDir, claim_job_user
+from solboard_common.protocol import Job
 
 CUDA_JOB = r'''
 import os, torch

@@ -104,4 +104,4 @@ def sweep() -> dict[str, int]:
 
 
 # ---------------------------------------------------------------- API webhooks
-from leaderboard.api.tasks import deliver_webhook  # noqa: E402,F401  (registers leaderboard.deliver_webhook)
+from leaderboard.api.tasks import deliver_webhook  # noqa: F401  (registers leaderboard.deliver_webhook)

@@ -30,7 +30,7 @@ import torch
 from evaluator.harness import anticheat, channel, work
 from evaluator.harness.correctness import check_identity, identity, poison_
 from evaluator.harness.device import device_info
-from evaluator.harness.shared import BufferHandle, Mapped
+from evaluator.harness.shared import Mapped
 from evaluator.harness.submission import LoadedSubmission, SubmissionError, load
 from evaluator.harness.timing import CallFailed, TimedSet, TimingConfig, TimingRejected, time_cpu
 from evaluator.problems import get_problem
@@ -169,13 +169,9 @@ class Child:
         """Map one shape's input and output buffers and build the kernel for that shape."""
         self.bound = None
         axes = dict(self.problem.shape(command["shape"]).axes)
-        inputs = [self.mapped.open(BufferHandle.from_json(item)) for item in command["inputs"]]
-        outputs = [self.mapped.open(BufferHandle.from_json(item)) for item in command["outputs"]]
-        assert self.submission is not None
+        inputs, outputs = self.mapped.open_all(command["inputs"]), self.mapped.open_all(command["outputs"])
         try:
-            kernel = self.submission.kernel_for(axes)
-            if self.config["language"] == "python":
-                kernel = work.with_scalar_args(kernel, self.problem, axes)
+            kernel = work.kernel_for_shape(self.submission, self.problem, self.config["language"], axes)
         except Exception as error:  # noqa: BLE001 - a native kernel that does not fit this shape
             self.send({"type": "bound", "error": getattr(error, "message", None) or str(error)})
             return
@@ -229,10 +225,7 @@ class Child:
     def time(self, command: dict[str, Any]) -> None:
         """Time the kernel on the judge's sets; every refresh is a request to the judge."""
         axes = dict(self.problem.shape(command["shape"]).axes)
-        assert self.submission is not None
-        kernel = self.submission.kernel_for(axes)
-        if self.config["language"] == "python":
-            kernel = work.with_scalar_args(kernel, self.problem, axes)
+        kernel = work.kernel_for_shape(self.submission, self.problem, self.config["language"], axes)
         sets = [self._timed_set(index, item) for index, item in enumerate(command["sets"])]
         config = TimingConfig(budget_s=float(command["budget_s"]),
                               launch_allowance_us=float(command["allowance_us"]),
@@ -259,8 +252,7 @@ class Child:
         return time_cpu(kernel, sets, config, self.activity)
 
     def _timed_set(self, index: int, item: dict[str, Any]) -> TimedSet:
-        inputs = [self.mapped.open(BufferHandle.from_json(handle)) for handle in item["inputs"]]
-        outputs = [self.mapped.open(BufferHandle.from_json(handle)) for handle in item["outputs"]]
+        inputs, outputs = self.mapped.open_all(item["inputs"]), self.mapped.open_all(item["outputs"])
 
         def refresh() -> None:
             # The judge writes fresh inputs into this set and may first check the previous call.

@@ -207,7 +207,7 @@ class Judge:
         ctx = self.context(shape)
         group = f"test:{shape.shape_id}"
         first = self.refmod.generate_inputs(dict(shape.axes), 0, self.device, self.problem.distributions[0])
-        inputs, outputs, handles = self._shared_set(ctx, first, group)
+        inputs, outputs, handles = self.shared_set(ctx, first, group)
         del first
         try:
             self.child.send({"type": "bind", "shape": shape.shape_id, **handles})
@@ -216,9 +216,9 @@ class Judge:
                 return shape_dict(shape, "COMPILE_ERROR", str(bound["error"]))
             return self._trials(shape, ctx, inputs, outputs)
         finally:
-            self._unbind(group)
+            self.unbind(group)
 
-    def _shared_set(self, ctx: work.ShapeContext, like: dict[str, torch.Tensor], group: str) -> tuple[
+    def shared_set(self, ctx: work.ShapeContext, like: dict[str, torch.Tensor], group: str) -> tuple[
             list[torch.Tensor], list[torch.Tensor], dict[str, Any]]:
         inputs, outputs, in_handles, out_handles = [], [], [], []
         for spec in self.problem.inputs:
@@ -233,7 +233,7 @@ class Judge:
             out_handles.append(handle.to_json())
         return inputs, outputs, {"inputs": in_handles, "outputs": out_handles}
 
-    def _unbind(self, group: str) -> None:
+    def unbind(self, group: str) -> None:
         """The child unmaps first; then the memory is freed (an imported mapping would pin it)."""
         try:
             if not self.child.broken:

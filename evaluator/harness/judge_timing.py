@@ -86,12 +86,12 @@ class KernelTimingService:
         judge = self.judge
         like = judge.refmod.generate_inputs(dict(self.shape.axes), 0, judge.device, self.distribution)
         count = work.set_count(self.ctx, judge.config["set_cap_bytes"])
-        self.sets = [judge._shared_set(self.ctx, like, self.group) for _ in range(count)]
+        self.sets = [judge.shared_set(self.ctx, like, self.group) for _ in range(count)]
         del like
         try:
             self._serve()
         finally:
-            judge._unbind(self.group)
+            judge.unbind(self.group)
 
     def _serve(self) -> None:
         judge, baseline = self.judge, self.judge.baselines[self.shape.shape_id]

@@ -179,6 +179,9 @@ class Mapped:
             return _typed(raw, handle)
         raise ValueError(f"unknown buffer kind {handle.kind!r}")
 
+    def open_all(self, handles: list[dict[str, Any]]) -> list[torch.Tensor]:
+        return [self.open(BufferHandle.from_json(handle)) for handle in handles]
+
     def _open_ipc(self, handle: BufferHandle) -> torch.Tensor:
         rt = _cudart()
         ipc = rt.cudaIpcMemHandle_t()

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from evaluator.harness import channel, work
-from evaluator.harness.shared import BufferHandle, Mapped
+from evaluator.harness.shared import Mapped
 from evaluator.harness.submission import SubmissionError, load
 from evaluator.problems import get_problem
 
@@ -77,12 +77,9 @@ class WitnessChild:
 
     def bind(self, command: dict[str, Any]) -> None:
         axes = dict(self.problem.shape(command["shape"]).axes)
-        inputs = [self.mapped.open(BufferHandle.from_json(item)) for item in command["inputs"]]
-        outputs = [self.mapped.open(BufferHandle.from_json(item)) for item in command["outputs"]]
+        inputs, outputs = self.mapped.open_all(command["inputs"]), self.mapped.open_all(command["outputs"])
         try:
-            kernel = self.submission.kernel_for(axes)
-            if self.config["language"] == "python":
-                kernel = work.with_scalar_args(kernel, self.problem, axes)
+            kernel = work.kernel_for_shape(self.submission, self.problem, self.config["language"], axes)
         except Exception as error:  # noqa: BLE001 - reported, the judge decides
             self.send({"type": "bound", "error": str(error)})
             return

@@ -97,7 +97,7 @@ def _witness_shape(judge: Any, peer: Peer, shape: Any, report: dict[str, Any]) -
     ctx = judge.context(shape)
     group = f"witness:{shape.shape_id}"
     like = judge.refmod.generate_inputs(dict(shape.axes), 0, judge.device, judge.problem.distributions[0])
-    inputs, outputs, handles = judge._shared_set(ctx, like, group)
+    inputs, outputs, handles = judge.shared_set(ctx, like, group)
     del like
     try:
         peer.send({"type": "bind", "shape": shape.shape_id, **handles})

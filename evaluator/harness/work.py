@@ -40,6 +40,13 @@ def with_scalar_args(fn: Callable[..., Any], problem: Any, axes: dict[str, int])
     return functools.partial(fn, **kwargs) if kwargs else fn
 
 
+def kernel_for_shape(submission: Any, problem: Any, language: str, axes: dict[str, int]) -> Callable[..., Any]:
+    """The submission's callable for one shape (a native kernel is built per shape; a Python one
+    gets the problem's scalar arguments bound)."""
+    kernel = submission.kernel_for(axes)
+    return with_scalar_args(kernel, problem, axes) if language == "python" else kernel
+
+
 def ranked_seed(secret: int, public_seed: int, shape_id: str) -> int:
     """A seed nobody can predict without the secret: SHA-256 of (secret, public seed, shape)."""
     text = f"{secret}|{public_seed}|{shape_id}".encode()

@@ -9,10 +9,8 @@ view (an unknown ``/api/`` URL, a body over the size limit, an unexpected except
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -22,6 +20,7 @@ from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
 from evaluator.vocabulary import NATIVE_LANGUAGES
+from leaderboard.middleware import HybridMiddleware
 
 log = logging.getLogger(__name__)
 
@@ -202,29 +201,15 @@ def _content_length(request: HttpRequest) -> int:
         return 0
 
 
-class ErrorEnvelopeMiddleware:
+class ErrorEnvelopeMiddleware(HybridMiddleware):
     """For ``/api/`` paths: refuse a body over the limit before reading it (413, limit stated),
-    and give non-DRF errors (unknown URL, unexpected exception) the envelope too.
+    and give non-DRF errors (unknown URL, unexpected exception) the envelope too."""
 
-    Sync and async: in an async chain (uvicorn) a sync middleware would put every request, the
-    API's long-polls included, in a thread of its own."""
-
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
-        self.get_response = get_response
-        self.async_mode = iscoroutinefunction(get_response)
-        if self.async_mode:
-            markcoroutinefunction(self)
-
-    def __call__(self, request: HttpRequest) -> Any:
-        if self.async_mode:
-            return self._acall(request)
+    def call(self, request: HttpRequest) -> HttpResponse:
         refused = self._refuse_before_reading(request)
         return refused or self._envelope_if_needed(request, self.get_response(request))
 
-    async def _acall(self, request: HttpRequest) -> HttpResponse:
+    async def acall(self, request: HttpRequest) -> HttpResponse:
         refused = self._refuse_before_reading(request)
         return refused or self._envelope_if_needed(request, await self.get_response(request))
 

@@ -31,7 +31,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import DisallowedHost
@@ -42,6 +42,7 @@ from django.db import connections
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.urls import Resolver404, resolve
 
+from leaderboard.middleware import HybridMiddleware
 from leaderboard.web.cache import KEEP_SECONDS, data_version, version_keys
 
 #: Pages cached whole for anonymous visitors: URL name -> the query parameters the page reads.
@@ -172,19 +173,8 @@ def rebuild(plan: Plan, version: str) -> None:
         connections.close_all()  # this thread's own connection: never left open between rebuilds
 
 
-class AnonymousPageCacheMiddleware:
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
-        self.get_response = get_response
-        self.async_mode = iscoroutinefunction(get_response)
-        if self.async_mode:
-            markcoroutinefunction(self)
-
-    def __call__(self, request: HttpRequest) -> Any:
-        if self.async_mode:
-            return self._serve_async(request)
+class AnonymousPageCacheMiddleware(HybridMiddleware):
+    def call(self, request: HttpRequest) -> Any:
         plan = plan_for(request)
         if plan is None:
             return self.get_response(request)
@@ -195,7 +185,7 @@ class AnonymousPageCacheMiddleware:
         store(plan, found.version, response)
         return response
 
-    async def _serve_async(self, request: HttpRequest) -> HttpResponseBase:
+    async def acall(self, request: HttpRequest) -> HttpResponseBase:
         plan = plan_for(request)
         pending: Awaitable[HttpResponseBase]
         if plan is None:

@@ -37,6 +37,9 @@ CHEATS = [
     ("vector_add", "tests/fixtures/cheats/c01_side_stream.py"),
     ("vector_add", "tests/fixtures/cheats/c11_persisting_l2.py"),
     ("vector_add", "tests/fixtures/cheats/c09_less_work_when_timed.py"),
+    ("vector_add", "tests/fixtures/cheats/c16_hide_from_witness.py"),
+    ("vector_add", "tests/fixtures/cheats/c16_witness_off_gpu.py"),
+    ("vector_add", "tests/fixtures/cheats/c16_witness_pipe_inject.py"),
 ]
 
 

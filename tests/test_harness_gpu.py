@@ -110,10 +110,22 @@ def _needs_ncu() -> None:
         pytest.skip("ncu is not on the PATH")
 
 
-def test_ranked_mode_is_witnessed_by_nsight_compute_which_also_gives_the_profile() -> None:
+def test_the_one_pass_witness_confirms_and_gives_launch_facts() -> None:
     _needs_ncu()
     report = evaluate_file("vector_add", GOOD / "baseline.py", "--device", "cuda", "--shapes", "quick",
                            "--mode", "ranked")
+    assert report["status"] == "PASSED", report["message"]
+    assert report["witnessed"]
+    shape = report["shapes"][0]
+    assert shape["witness"]["confirmed"], shape["witness"]
+    kernel = shape["profile"]["kernels"][0]
+    assert 1 < kernel["duration_us"] < 100 and kernel["registers_per_thread"]
+
+
+def test_ranked_mode_is_witnessed_by_nsight_compute_which_also_gives_the_profile() -> None:
+    _needs_ncu()
+    report = evaluate_file("vector_add", GOOD / "baseline.py", "--device", "cuda", "--shapes", "quick",
+                           "--mode", "ranked", "--profile-sections")
     assert report["status"] == "PASSED", report["message"]
     assert report["witnessed"]
     for shape in report["shapes"]:
@@ -133,6 +145,20 @@ def test_timings_forged_inside_the_child_are_not_confirmed_by_the_witness() -> N
                            "ranked", "--mode", "ranked", "--secret-seed-stdin", stdin="7\n")
     assert report["status"] == "REJECTED"
     assert "timing not confirmed" in report["message"]
+    assert not report["rank_eligible"] and report["problem_score"] is None
+
+
+@pytest.mark.parametrize(("fixture", "message"), [
+    ("c16_hide_from_witness.py", "timing not confirmed"),  # profiler paused around the real work
+    ("c16_witness_off_gpu.py", "no kernel"),  # outputs computed on the CPU under the witness
+    ("c16_witness_pipe_inject.py", "forged witness"),  # rows written into ncu's stdout
+])
+def test_a_submission_that_fools_the_witness_process_is_rejected(fixture: str, message: str) -> None:
+    _needs_ncu()
+    report = evaluate_file("vector_add", CHEATS / fixture, "--device", "cuda", "--shapes", "ranked", "--mode",
+                           "ranked", "--secret-seed-stdin", stdin="7\n")
+    assert report["status"] == "REJECTED", report["message"]
+    assert message in report["message"]
     assert not report["rank_eligible"] and report["problem_score"] is None
 
 

@@ -101,9 +101,11 @@ def build_request(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 def main(args: argparse.Namespace) -> int:
     from evaluator.api import HarnessError, evaluate
+    from evaluator.harness import process_tree
     from evaluator.harness.summary import human_summary
     from evaluator.problems import CatalogueError
 
+    process_tree.own_process_tree()  # this process exists for this one job
     try:
         report = evaluate(build_request(args))
     except (CatalogueError, ValueError, FileNotFoundError, OSError) as error:

@@ -161,6 +161,10 @@ def _sandbox(outcome: JudgeOutcome) -> dict[str, str]:
     dumpable = outcome.facts.get("judge_not_dumpable")
     facts["judge_memory"] = ("not dumpable: a child of the same user cannot ptrace it or read its memory"
                              if dumpable else "dumpable (prctl refused): same-user processes may inspect it")
+    facts["job_processes"] = (
+        "the judge is a subreaper: orphans of the job come back to it and every process outside the witness "
+        "session is killed before and after it" if outcome.facts.get("judge_subreaper")
+        else "not swept (evaluation run in-process by a caller that owns its children)")
     return facts
 
 

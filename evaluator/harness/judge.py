@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from evaluator.harness import correctness as corr
-from evaluator.harness import work
+from evaluator.harness import process_tree, work
 from evaluator.harness.device import device_info
 from evaluator.harness.judge_timing import BaselineTimer, KernelTimingService
 from evaluator.harness.outcome import JudgeOutcome
@@ -86,6 +86,8 @@ class Judge:
 
     def run(self) -> JudgeOutcome:
         self.outcome.facts["judge_not_dumpable"] = not_dumpable()
+        # Orphans of the job's processes come back to the judge, which clears them (process_tree).
+        self.outcome.facts["judge_subreaper"] = process_tree.become_subreaper()
         limits = self.request.limits
         self.child = ChildProcess(["-m", "evaluator.harness.child"], self.scratch, limits.log_bytes)
         self.child.spawn(limits.compile_s)

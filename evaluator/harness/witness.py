@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from evaluator.harness import process_tree
 from evaluator.harness.parent import child_env
 from evaluator.harness.profile import ncu_version, parse_raw_csv
 
@@ -74,6 +75,11 @@ CPU_REL = 0.5
 CPU_ABS_US = 1000.0
 #: Seconds the ncu session may take beyond the time its calls need.
 SESSION_LIMIT_S = 600.0
+#: ncu ignores cu(da)ProfilerStart/Stop: with it the profiled process could pause the profiler
+#: around its real kernel and show ncu only the markers (tests/fixtures/cheats/c16_hide_from_witness.py).
+IGNORE_PROFILER_API = "--disable-profiler-start-stop"
+#: Lines ncu prints besides its CSV (``==PROF== Connected to process ...``, ``==WARNING== ...``).
+NCU_MESSAGE_PREFIXES = ("==PROF==", "==WARNING==", "==ERROR==", "==INFO==")
 
 
 @dataclass
@@ -101,14 +107,20 @@ def judge_wall_witness(report: dict[str, Any]) -> dict[str, Any] | None:
             "message": "" if confirmed else _not_confirmed(timing["median_us"], floor, "the judge's clock", round_trip)}
 
 
-def gpu_witness(report: dict[str, Any], times: list[float], kernels: int) -> dict[str, Any]:
+def gpu_witness(report: dict[str, Any], times: list[float], kernels: int,
+                kernels_each: list[int] | None = None) -> dict[str, Any]:
     timing = report["timing"]
     median = statistics.median(times)
     floor = median * (1 - REL) - (ABS_US + PER_KERNEL_US * kernels)
     round_trip = (report.get("judge") or {}).get("round_trip_low_us")
     reported = float(timing["median_us"])
     confirmed, message = reported >= floor, ""
-    if not confirmed:
+    if min(kernels_each or [kernels], default=1) == 0:
+        confirmed = False
+        message = ("timing not confirmed: a witnessed call ran no kernel Nsight Compute could see, yet wrote "
+                   "correct outputs: its work was done out of the witness's sight (on the CPU, by copies or "
+                   "by another process; class 16)")
+    elif not confirmed:
         message = _not_confirmed(reported, floor, "Nsight Compute", median)
     elif round_trip is not None:
         hidden = round_trip - float(timing.get("gate_us") or 0.0) - reported
@@ -164,12 +176,24 @@ def _is_marker(name: str) -> bool:
 
 
 def parse_ncu_output(text: str) -> list[Any]:
-    """Kernel rows in ID order; duplicate or missing IDs mean someone wrote into ncu's output."""
-    rows = parse_raw_csv(text)
+    """Kernel rows in ID order, from output that is exactly what ncu prints: its own ``==`` messages,
+    one CSV header, one units row, then one row per kernel with IDs 0, 1, 2, ... in order. Anything
+    else means another process wrote into ncu's output (its stdout is a pipe a same-user process
+    can open through /proc): tampered with."""
+    lines = text.splitlines()
+    headers = [i for i, line in enumerate(lines) if line.startswith('"ID",')]
+    if len(headers) != 1:
+        raise ValueError(f"ncu's output holds {len(headers)} CSV headers, not one: output tampered with")
+    start = headers[0]
+    stray = [line for line in lines[:start] if line.strip() and not line.startswith(NCU_MESSAGE_PREFIXES)]
+    stray += [line for line in lines[start + 1:] if line.strip() and not line.startswith('"')]
+    if stray:
+        raise ValueError(f"ncu's output holds a line ncu does not print ({stray[0][:80]!r}): output tampered with")
+    rows = parse_raw_csv("\n".join(lines[start:]))
     ids = [row.launch_id if row.launch_id is not None else -1 for row in rows]
-    if sorted(ids) != list(range(len(ids))):
-        raise ValueError(f"ncu's kernel IDs are not 0..{len(ids) - 1} exactly once: output tampered with")
-    return sorted(rows, key=lambda row: row.launch_id or 0)
+    if ids != list(range(len(ids))):
+        raise ValueError(f"ncu's kernel IDs are not 0..{len(ids) - 1} in order: output tampered with")
+    return rows
 
 
 class NcuSession:
@@ -181,11 +205,14 @@ class NcuSession:
         self.profile = profile
         self.output = bytearray()
         self.name = f"solboard-witness-{secrets.token_hex(12)}"
+        self.impostors = 0
+        self.witness_pid: int | None = None
+        self.returncode: int | None = None
 
     def command(self) -> list[str]:
         assert self.ncu is not None
         command = [self.ncu, "--clock-control", "none", "--cache-control", "all", "--target-processes", "all",
-                   "--csv", "--page", "raw"]
+                   IGNORE_PROFILER_API, "--csv", "--page", "raw"]
         if self.profile and getattr(self.judge.request, "profile_sections", False):
             for section in WITNESS_SECTIONS:
                 command += ["--section", section]
@@ -214,10 +241,17 @@ class NcuSession:
         deadline = time.monotonic() + limit_s
         while time.monotonic() < deadline and self.process.poll() is None:
             try:
-                self.connection, _ = self.listener.accept()
-                return self.connection
+                connection, _ = self.listener.accept()
             except TimeoutError:
                 continue
+            pid = process_tree.peer_pid(connection)
+            if not process_tree.is_descendant(pid, self.process.pid):
+                # Someone read the socket's name (ncu's command line) and connected first.
+                self.impostors += 1
+                connection.close()
+                continue
+            self.connection, self.witness_pid = connection, pid
+            return self.connection
         raise OSError(f"the witness process never connected: {bytes(self.output[-600:]).decode(errors='replace')}")
 
     def _drain(self) -> None:
@@ -235,11 +269,14 @@ class NcuSession:
             self.process.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:
             pass
+        self.returncode = self.process.poll()
         try:
             os.killpg(self.process.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         self.process.wait()
+        # Whatever still holds ncu's output pipe (a daemon the witness process left) dies before EOF.
+        process_tree.sweep(os.getpid(), keep=set())
         self.drain.join(timeout=10)
         for handle in (getattr(self, "connection", None), self.listener):
             if handle is not None:

@@ -6,11 +6,12 @@ under the witness is REJECTED (the submission behaves differently when profiled,
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from typing import Any
 
-from evaluator.harness import channel
+from evaluator.harness import channel, process_tree
 from evaluator.harness.witness import (
     SESSION_LIMIT_S,
     WARMUP_CALLS,
@@ -65,13 +66,23 @@ def witness_shapes(judge: Any, passed: list[tuple[Any, dict[str, Any]]]) -> list
     judge.witness_session = None
     if session.ncu is None:
         return ["no timing witness on this runner (ncu not found): the result is provisional, never ranked"]
+    # Nothing the timing child left behind (a double-forked helper) lives on into the witness session.
+    cleared = process_tree.sweep(os.getpid(), keep=set(), keep_trees={session.process.pid}) \
+        if hasattr(session, "process") else []
     try:
         output = _session(judge, session, timed)
     except WitnessFailed as error:
         return [f"no timing witness: {error}; the result is provisional, never ranked"]
     finally:
         session.finish(5)  # idempotent: ncu and the witness process never outlive the job
-    return _apply(session, timed, output)
+    notes = [(f"witness: killed {len(cleared)} process(es) the timing child left behind before the witness "
+              f"session ({', '.join(cleared[:3])})")] if cleared else []
+    if session.impostors:
+        notes.append(f"witness: refused {session.impostors} connection(s) from processes ncu did not start")
+    if session.returncode != 0:
+        return notes + [(f"no timing witness: ncu exited with status {session.returncode}; the result is "
+                         "provisional, never ranked")]
+    return notes + _apply(session, timed, output)
 
 
 def _session(judge: Any, session: NcuSession, timed: list[tuple[Any, dict[str, Any]]]) -> str:
@@ -89,6 +100,9 @@ def _session(judge: Any, session: NcuSession, timed: list[tuple[Any, dict[str, A
         raise WitnessFailed(f"the submission did not load under ncu: {str(ready.get('message'))[:300]}")
     for shape, report in timed:
         _witness_shape(judge, peer, shape, report)
+    # Only ncu and the witness process may be alive when ncu prints: a helper the witness process
+    # started could otherwise write rows into ncu's output after ncu's own.
+    process_tree.sweep(os.getpid(), keep={session.process.pid, session.witness_pid or -1})
     peer.send({"type": "finish"})
     return session.finish(120)
 
@@ -132,7 +146,10 @@ def _apply(session: NcuSession, timed: list[tuple[Any, dict[str, Any]]], output:
     try:
         rows = parse_ncu_output(output)
     except ValueError as error:
-        return [f"no timing witness: {error}; the result is provisional, never ranked"]
+        # Only a process of the job can write into ncu's output: the submission forged its witness.
+        for _, report in timed:
+            report.update(status="REJECTED", message=f"forged witness: {error} (class 16)")
+        return []
     per_shape = WARMUP_CALLS + WITNESS_CALLS
     calls = attribute(rows, per_shape * len(timed))
     if calls.problem:
@@ -143,7 +160,7 @@ def _apply(session: NcuSession, timed: list[tuple[Any, dict[str, Any]]], output:
         times, kernels = calls.per_call_us[window], calls.kernels_per_call[window]
         if report.pop("witness_rejected", False):
             continue
-        report["witness"] = gpu_witness(report, times, int(statistics.median(kernels)))
+        report["witness"] = gpu_witness(report, times, int(statistics.median(kernels)), kernels)
         if session.profile:
             call = min(range(len(times)), key=lambda i: abs(times[i] - statistics.median(times)))
             report["profile"] = ProfileReport(available=True, tool=tool, kernels=calls.kernels[window][call])

@@ -141,3 +141,47 @@ def test_a_double_forked_daemon_comes_back_to_the_judge_and_is_killed() -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["orphans", "1", "killed", "1", "left", "True"], result.stdout
     assert time.monotonic() - started < 30  # the daemon did not have to sleep out its 30 s
+
+
+WITNESS_SCRIPT = textwrap.dedent("""
+    import os, time
+    from evaluator.harness import process_tree
+
+    process_tree.own_process_tree()
+    process_tree.become_subreaper()
+    def sleeper():
+        time.sleep(30)
+        os._exit(0)
+    ncu = os.fork()
+    if ncu == 0:  # stands for ncu: a launcher whose child is the profiler, which runs the witness
+        profiler = os.fork()
+        if profiler == 0:
+            if os.fork() == 0:  # an ncu helper beside the witness
+                sleeper()
+            witness = os.fork()
+            if witness == 0:
+                if os.fork() == 0:  # a helper the witness started
+                    sleeper()
+                sleeper()
+            sleeper()
+        sleeper()
+    time.sleep(0.5)
+    parents = process_tree.parent_map()
+    tree = process_tree.descendants(ncu, parents)
+    witness = next(pid for pid in tree if len(process_tree.descendants(pid, parents)) == 1
+                   and parents[pid] != ncu)
+    killed = process_tree.sweep(os.getpid(), keep={witness}, keep_trees={ncu}, not_under=witness)
+    left = process_tree.descendants(os.getpid())
+    print(len(killed), len(left), witness in left, ncu in left, flush=True)
+    for pid in left:
+        os.kill(pid, 9)
+""")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_when_the_witness_ends_only_ncus_own_processes_and_the_witness_survive_the_sweep() -> None:
+    result = subprocess.run([sys.executable, "-c", WITNESS_SCRIPT], capture_output=True, text=True, timeout=60,
+                            check=False, cwd=Path(__file__).resolve().parent.parent)
+    assert result.returncode == 0, result.stderr
+    # killed: the witness's helper; left: launcher, profiler, ncu's helper, the witness
+    assert result.stdout.split() == ["1", "4", "True", "True"], result.stdout

@@ -48,7 +48,7 @@ def become_subreaper() -> bool:
 
 
 def parent_map() -> dict[int, int]:
-    """pid -> parent pid of every process this one can see."""
+    """pid -> parent pid of every live (not zombie) process this one can see."""
     parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
         if not entry.name.isdigit():
@@ -59,7 +59,7 @@ def parent_map() -> dict[int, int]:
             continue
         # "pid (comm) state ppid ...": comm may hold spaces and parentheses; split after the last ')'.
         fields = stat[stat.rfind(")") + 2:].split()
-        if len(fields) > 1:
+        if len(fields) > 1 and fields[0] not in ("Z", "X"):  # a zombie runs nothing; its parent reaps it
             parents[int(entry.name)] = int(fields[1])
     return parents
 
@@ -90,15 +90,19 @@ def peer_pid(connection: socket.socket) -> int:
     return int(pid)
 
 
-def sweep(root: int, keep: set[int], keep_trees: set[int] = frozenset()) -> list[str]:  # type: ignore[assignment]
-    """Kill every descendant of ``root`` except ``keep`` and the trees under ``keep_trees``; reap the
-    ones re-parented to this process. Returns a line per killed process (pid and program)."""
+def sweep(root: int, keep: set[int], keep_trees: set[int] = frozenset(),  # type: ignore[assignment]
+          not_under: int | None = None) -> list[str]:
+    """Kill every descendant of ``root`` except ``keep`` and the trees under ``keep_trees`` (less
+    whatever descends from ``not_under``); reap the ones re-parented to this process. Returns a line
+    per killed process (pid and program)."""
     killed: list[str] = []
     for _ in range(SWEEP_ROUNDS if _owns_tree else 0):
         parents = parent_map()
         spared = set(keep) | set(keep_trees)
         for tree in keep_trees:
             spared |= descendants(tree, parents)
+        if not_under is not None:
+            spared -= descendants(not_under, parents)
         targets = descendants(root, parents) - spared
         if not targets:
             break

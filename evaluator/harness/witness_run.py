@@ -100,9 +100,11 @@ def _session(judge: Any, session: NcuSession, timed: list[tuple[Any, dict[str, A
         raise WitnessFailed(f"the submission did not load under ncu: {str(ready.get('message'))[:300]}")
     for shape, report in timed:
         _witness_shape(judge, peer, shape, report)
-    # Only ncu and the witness process may be alive when ncu prints: a helper the witness process
-    # started could otherwise write rows into ncu's output after ncu's own.
-    process_tree.sweep(os.getpid(), keep={session.process.pid, session.witness_pid or -1})
+    # Only ncu (its launcher script, its own processes) and the witness process may be alive when
+    # ncu prints: a helper the witness process started could write rows into ncu's output after
+    # ncu's own. (On the H200 ``ncu`` is a script whose child is the profiler: both are kept.)
+    process_tree.sweep(os.getpid(), keep={session.witness_pid or -1}, keep_trees={session.process.pid},
+                       not_under=session.witness_pid)
     peer.send({"type": "finish"})
     return session.finish(120)
 

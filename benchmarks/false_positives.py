@@ -40,12 +40,11 @@ CHEATS = ["c16_forge_near_light", "c16_patch_json_encoder", "c16_early_ready", "
           "c16_witness_off_gpu", "c16_witness_pipe_inject", "c14_host_work", "c01_side_stream", "c09_less_work_when_timed"]
 
 
-def submissions(sets: list[str], only: set[str] | None) -> list[tuple[str, str, str, str]]:
+def submissions(sets: list[str], only: list[str] | None, cheats: list[str] | None = None) -> list[tuple[str, str, str, str]]:
     """(problem, kind, language, source) of every job to run."""
     found: list[tuple[str, str, str, str]] = []
-    for name in sorted(load_catalogue()):
-        if only and name not in only:
-            continue
+    catalogue = sorted(load_catalogue())
+    for name in [name for name in only if name in catalogue] if only else catalogue:  # --only's order
         example = REPO / "examples" / "python" / f"{name}.py"
         if "examples" in sets and example.exists():
             found.append((name, "example", "python", example.read_text()))
@@ -57,7 +56,7 @@ def submissions(sets: list[str], only: set[str] | None) -> list[tuple[str, str, 
                   if not only or problem in only]
     if "cheats" in sets:
         found += [("vector_add", f"cheat:{name}", "python", (REPO / "tests/fixtures/cheats" / f"{name}.py").read_text())
-                  for name in CHEATS]
+                  for name in CHEATS if not cheats or name in cheats]
     return found
 
 
@@ -112,7 +111,8 @@ def main() -> int:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--gpu-type", default="h200")
     parser.add_argument("--sets", default="examples,baselines", help="examples,baselines,natives,cheats")
-    parser.add_argument("--only", default=None, help="comma-separated problems")
+    parser.add_argument("--only", default=None, help="comma-separated problems, run in this order")
+    parser.add_argument("--cheats", default=None, help="comma-separated cheat fixtures (default: all of CHEATS)")
     parser.add_argument("--budget-s", type=float, default=1e9, help="start no job after this many seconds")
     parser.add_argument("--no-job-user", action="store_true",
                         help="as root, jail jobs as root (when the interpreter lives where a job user cannot read)")
@@ -127,7 +127,7 @@ def main() -> int:
     catalogue = load_catalogue()
     slot = slot_for(args.device, args.gpu_type)
     gpu_type = "cpu" if args.device == "cpu" else args.gpu_type
-    only = set(args.only.split(",")) if args.only else None
+    only = args.only.split(",") if args.only else None
     commit = os.environ.get("SOLBOARD_COMMIT") or subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=False).stdout.strip()
     summary: dict[str, Any] = {
@@ -137,11 +137,12 @@ def main() -> int:
     }
     results: list[dict[str, Any]] = summary["results"]
     for attempt in range(args.runs):
-        for problem, kind, language, source in submissions(args.sets.split(","), only):
+        for problem, kind, language, source in submissions(args.sets.split(","), only, args.cheats.split(",") if args.cheats else None):
             if time.monotonic() > deadline:
                 results.append({"problem": problem, "submission": kind, "run": attempt, "skipped": "budget"})
                 continue
             cheat = kind.startswith("cheat:")
+            print(f"start {problem} {kind} run {attempt}", flush=True)
             job = job_for(problem, catalogue[problem].version, language, source, gpu_type)
             line = run_one(job, slot, user, cheat)
             results.append({"problem": problem, "submission": kind, "run": attempt, **line})

@@ -22,9 +22,10 @@ started=$(date +%s)
 { date -u; echo "commit $SOLBOARD_COMMIT"; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
   python3 -V; ncu --version | tail -1; ncu --help | grep -E -A1 "disable-profiler-start-stop|profile-from-start"; } > "$OUT/env.txt" 2>&1
 left() { echo $(( BUDGET - ($(date +%s) - started) )); }
-fp() {  # fp NAME SETS RUNS
-    python3 benchmarks/false_positives.py --device cuda --gpu-type h200 --sets "$2" --runs "$3" \
-        --budget-s "$(left)" --out "$OUT/runner_$1.json" > "$OUT/runner_$1.log" 2>&1
+fp() {  # fp NAME SETS RUNS [more false_positives.py options]
+    name=$1 sets=$2 runs=$3; shift 3
+    python3 benchmarks/false_positives.py --device cuda --gpu-type h200 --sets "$sets" --runs "$runs" \
+        --budget-s "$(left)" --out "$OUT/runner_$name.json" "$@" > "$OUT/runner_$name.log" 2>&1
     tail -1 "$OUT/runner_$1.log"
 }
 case "$PART" in
@@ -44,6 +45,15 @@ c)
         timeout "$(left)" python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts=-ra tests > "$OUT/pytest_gpu.txt" 2>&1
         echo "pytest rc=$?" >> "$OUT/pytest_gpu.txt"; tail -3 "$OUT/pytest_gpu.txt"
     fi
+    ;;
+d)  # after round a: the two witness-process fixtures again, then examples and baselines, fastest first
+    fp cheats_2 cheats 1 --cheats c16_witness_off_gpu,c16_witness_pipe_inject
+    fp honest examples,baselines 1 \
+        --only vector_add,gemm_bf16,gemm_fp8,softmax,rmsnorm,swiglu,grouped_gemm_bf16,attention_fwd,attention_bwd
+    ;;
+e)  # what d did not reach, and the PTX/CUDA examples
+    fp natives natives 1
+    fp rest examples,baselines 1 --only "${3:-attention_fwd,attention_bwd}"
     ;;
 esac
 echo "part $PART done in $(( $(date +%s) - started )) s"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Website benchmark: 100,000 seeded submissions on PostgreSQL, served as the production example
 # serves them (docs/configuration.md: uvicorn with the ASGI app, DEBUG off, static files collected,
-# the page cache in Redis), 50 locust users loading the ranking pages and the home page for 60 s.
+# the page cache in Redis, the site worker, which rebuilds out-of-date pages), 50 locust users
+# loading the ranking pages and the home page for 60 s while new results arrive.
 # Traffic stays on 127.0.0.1. Results: benchmarks/results/web/ (locust CSVs and summary.txt, with the
 # machine's load average before and after: other work on the machine shows in the figures).
 #
@@ -25,7 +26,8 @@ mkdir -p "$OUT"
 export DEBUG=false SECRET_KEY=web-bench-only-$RANDOM$RANDOM ALLOWED_HOSTS=127.0.0.1
 export SECURE_SSL_REDIRECT=false SECURE_HSTS_SECONDS=0
 export STATIC_ROOT=${STATIC_ROOT:-$(mktemp -d /tmp/solboard-web-static.XXXXXX)}
-export CELERY_BROKER_URL=${CELERY_BROKER_URL:-redis://127.0.0.1:6379/0}
+export CELERY_BROKER_URL=${CELERY_BROKER_URL:-redis://127.0.0.1:6379/4}  # the benchmark's own queues
+export CELERY_RESULT_BACKEND=${CELERY_RESULT_BACKEND:-redis://127.0.0.1:6379/4}
 export SOLBOARD_CACHE_URL=${SOLBOARD_CACHE_URL:-redis://127.0.0.1:6379/5}  # one page cache for all workers
 
 if [ "${REUSE:-0}" != 1 ]; then
@@ -36,25 +38,34 @@ if [ "${REUSE:-0}" != 1 ]; then
 fi
 "$PY" manage.py collectstatic --noinput -v0
 "$PY" manage.py shell -c "from django.core.cache import cache; cache.clear()"  # no page from an earlier run
+"$PY" -m celery -A leaderboard.celery purge -f -Q site >/dev/null  # no task from an earlier run
 
 .venv/bin/uvicorn leaderboard.asgi:application --workers "$WORKERS" --host 127.0.0.1 --port "$PORT" \
     --log-level warning --no-access-log 2> "$OUT/server.log" &
 server=$!
-trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
+# The site worker as in the production example: it rebuilds the pages that went out of date.
+"$PY" -m celery -A leaderboard.celery worker -Q site --concurrency "${SITE_WORKERS:-4}" --loglevel warning \
+    2> "$OUT/worker.log" &
+worker=$!
+trap 'kill $server $worker 2>/dev/null; wait $server $worker 2>/dev/null || true' EXIT
 for _ in $(seq 60); do curl -sf -o /dev/null "http://127.0.0.1:$PORT/" && break; sleep 1; done
 for gpu in h100 h200 b200; do  # warm each worker's connection and template caches, as a running site has them
     for problem in vector_add gemm_bf16 softmax rmsnorm swiglu; do curl -sf -o /dev/null "http://127.0.0.1:$PORT/problems/$problem/?gpu=$gpu"; done
 done
 
-# A new result every RESULT_EVERY seconds (one problem's pages out of date, rebuilt in the background).
-"$PY" benchmarks/web_new_results.py --every "${RESULT_EVERY:-2}" &
+# A new result every RESULT_EVERY seconds (one problem's pages and the home page out of date, rebuilt
+# by the site worker); it notes how long each page stays out of date (staleness.txt).
+"$PY" benchmarks/web_new_results.py --every "${RESULT_EVERY:-2}" --staleness "$OUT/staleness.txt" &
 results=$!
-trap 'kill $server $results 2>/dev/null; wait $server 2>/dev/null || true' EXIT
+trap 'kill $server $worker $results 2>/dev/null; wait $server $worker $results 2>/dev/null || true' EXIT
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 .venv/bin/locust -f benchmarks/web_load.py --headless -u "$USERS" -r 10 -t "$DURATION" --only-summary \
     --host "http://127.0.0.1:$PORT" --csv "$OUT/locust" 2>&1 | tail -25 | tee "$OUT/summary.txt"
+kill $results && wait $results || true
 {
+    cat "$OUT/staleness.txt"
     echo "commit $(git rev-parse --short HEAD), $(date -u +%FT%TZ), $(nproc) cores, uvicorn --workers $WORKERS,"
+    echo "site worker (page rebuilds) --concurrency ${SITE_WORKERS:-4}, locust FastHttpUser,"
     echo "load average (1, 5, 15 min) before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "$USERS locust users (0.5-1.5 s think time) for $DURATION, a new result every ${RESULT_EVERY:-2} s,"
     echo "SOLBOARD_WEB_CACHE_SECONDS=${SOLBOARD_WEB_CACHE_SECONDS:-10}, seed: $(cat "$OUT/seed.txt" 2>/dev/null)"

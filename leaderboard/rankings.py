@@ -142,12 +142,15 @@ def ranking_rows(
     ``require_features``: the ``features`` track, each user's best result among those that meet
     the features the problem requires on this GPU type's target (see ``meets_features``); a user
     whose fastest result misses them appears with their best result that meets them.
+
+    Each row comes with its user; its submission and evaluation only as ids (a page that shows
+    100 rows must not load 100 reports, logs and sources).
     """
     order: tuple[str, ...] = ("-score", "submitted_at") if shape is None else ("median_us", "submitted_at")
     track = RankingTrack.FEATURES if require_features else RankingTrack.ALL
     rows = list(
         RankingEntry.objects.filter(problem=problem, gpu_type=gpu_type, shape=shape, track=track)
-        .select_related("user", "submission", "evaluation")
+        .select_related("user")
         .order_by(*order, "id")[:limit]
     )
     for position, row in enumerate(rows, start=1):

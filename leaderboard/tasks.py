@@ -103,5 +103,6 @@ def sweep() -> dict[str, int]:
     return {"released": report.released, "requeued": report.requeued, "failed": report.failed}
 
 
-# ---------------------------------------------------------------- API webhooks
+# ---------------------------------------------------------------- API webhooks, anonymous pages
 from leaderboard.api.tasks import deliver_webhook  # noqa: F401  (registers leaderboard.deliver_webhook)
+from leaderboard.web.tasks import rebuild_page  # noqa: F401  (registers leaderboard.rebuild_page)

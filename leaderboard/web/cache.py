@@ -2,12 +2,16 @@
 (``leaderboard.web.pagecache``) and the ranking boards and home tables inside the pages of
 signed-in ones (``cached_fragment``).
 
-Each cached piece is stored with the *data version* it was built from: a token per problem, and
-one for the whole site, replaced whenever a result is stored, a ranking row changes, an operator
-withdraws a result or the catalogue is synced (the receivers at the bottom). A piece built from an
-older version is out of date at once, so a new result shows on the next visit. What can change
-without such an event (the home page's queue depths, the chart's right edge at "now") is rebuilt
-once it is older than ``SOLBOARD_WEB_CACHE_SECONDS`` (10 s; 0 switches all caching off).
+Each cached piece is stored with the *data version* it was built from: a token per problem, one
+for the pages that show every problem (the home page) and one for the whole site. Storing a
+result, a change of ranking rows, an operator's withdrawal or a catalogue sync of a problem
+replaces that problem's token and the every-problem token (the receivers at the bottom): that
+problem's pages and the home page are out of date at once, so a new result shows on the next visit,
+while the other problems' pages stay as they are. A change that names no problem replaces the
+site's token, which every piece depends on. What can change without such an event (the home
+page's queue depths, the chart's right edge at "now") is rebuilt once it is older than
+``SOLBOARD_WEB_CACHE_SECONDS`` (10 s; 0 switches all caching off; problem pages:
+``SOLBOARD_WEB_PAGE_SECONDS``).
 
 The versions live in the cache itself: shared by every web process and the site worker when
 ``SOLBOARD_CACHE_URL`` names a Redis database; per process otherwise (local memory, as in
@@ -32,6 +36,8 @@ from leaderboard.models import Problem
 from leaderboard.signals import evaluation_finished, rankings_changed
 
 SITE_VERSION = "web:version:site"
+#: Replaced by a change to any problem: the pieces that show every problem (the home page).
+EVERY_PROBLEM_VERSION = "web:version:every-problem"
 #: Pieces not touched for this long leave the cache (and the stale copy served during a rebuild).
 KEEP_SECONDS = 3600
 
@@ -41,8 +47,9 @@ def problem_version(name: str) -> str:
 
 
 def version_keys(problem_name: str | None) -> list[str]:
-    """What a piece depends on: the site version, and its problem's when it shows one."""
-    return [SITE_VERSION] + ([problem_version(problem_name)] if problem_name else [])
+    """What a piece depends on: the site version, and its problem's when it shows one problem,
+    else every problem's (the home page)."""
+    return [SITE_VERSION, problem_version(problem_name) if problem_name else EVERY_PROBLEM_VERSION]
 
 
 def data_version(found: dict[str, Any], keys: Iterable[str]) -> str:
@@ -51,9 +58,11 @@ def data_version(found: dict[str, Any], keys: Iterable[str]) -> str:
 
 
 def pages_changed(problem_name: str | None) -> None:
-    """Make every piece that shows this problem (and the site-wide ones) out of date."""
+    """Make every piece that shows this problem out of date (its own pages and the home page, not
+    the other problems' pages); every piece when no problem is named."""
     token = uuid.uuid4().hex
-    cache.set_many({key: token for key in version_keys(problem_name)}, timeout=None)
+    keys = [problem_version(problem_name), EVERY_PROBLEM_VERSION] if problem_name else [SITE_VERSION]
+    cache.set_many({key: token for key in keys}, timeout=None)
 
 
 def cached_fragment(key: str, template: str, build: Callable[[], dict[str, Any]],

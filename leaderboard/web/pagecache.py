@@ -8,10 +8,13 @@ time such a page is built, with the data version it was built from (``leaderboar
 - fresh (same data version, younger than its interval: ``SOLBOARD_WEB_CACHE_SECONDS`` for the home
   page, whose queue depths change without a result, ``SOLBOARD_WEB_PAGE_SECONDS`` for a problem
   page, which a result makes out of date at once): served as stored;
-- out of date: served as stored too, while one background thread of one process (a short lock in
-  the cache picks it) builds the new copy through the normal middleware chain, as an anonymous
-  GET of the same URL (stale-while-revalidate): no visitor waits for a rebuild, and a rebuild
-  never holds the thread in which this process runs its sync views and Django's request signals;
+- out of date: served as stored too, while the new copy is built once (a short lock in the cache
+  picks one request to ask for it) through the normal middleware chain, as an anonymous GET of
+  the same URL (stale-while-revalidate): no visitor waits for a rebuild. Where the cache is shared
+  (``SOLBOARD_CACHE_URL``, Redis) the site worker builds it (the ``leaderboard.rebuild_page``
+  task), so a web process only ever serves stored pages and never spends its CPU or its GIL on a
+  rebuild; with a cache of its own (local memory, development) the process builds it in a
+  background thread, never in the thread that runs its sync views and Django's request signals;
 - not cached yet: built by whoever asks.
 
 Only GET requests without a session or messages cookie qualify, with at most the query parameters
@@ -24,6 +27,7 @@ never in the thread that runs the views.
 from __future__ import annotations
 
 import io
+import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -53,10 +57,20 @@ CACHEABLE: dict[str, tuple[str, ...]] = {"home": (), "problem": ("gpu", "feature
 VERSIONED_ONLY = frozenset({"problem"})
 #: A rebuild that takes longer than this (or dies) lets another request try.
 REBUILD_LOCK_SECONDS = 30
+#: How long the site worker is remembered to have been asked for a page: a page still not stored
+#: when the lock above runs out (worker down, or its queue far behind) is then built by the web
+#: process itself.
+ASKED_SECONDS = 3 * REBUILD_LOCK_SECONDS
 MAX_PARAMETER_CHARS = 32
 SKIPPED_HEADERS = frozenset({"content-length", "set-cookie", "date"})
 #: Marks the background rebuild's own request, which must go through the whole chain.
 REBUILD_MARK = "solboard.page_rebuild"
+
+
+#: The site worker's task that rebuilds a page (leaderboard/web/tasks.py).
+REBUILD_TASK = "leaderboard.rebuild_page"
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -67,6 +81,11 @@ class Plan:
     versions: list[str]
     environ: dict[str, Any]  # enough of the request to build the same page again
     max_age: int = 0  # seconds after which it is rebuilt even if its data version holds
+
+    def fresh(self, entry: Any, version: str) -> bool:
+        """The stored entry was built from this data version, and is younger than its interval."""
+        return (isinstance(entry, dict) and entry["version"] == version
+                and time.time() - entry["built_at"] < self.max_age)
 
 
 @dataclass(frozen=True)
@@ -125,11 +144,9 @@ def lookup(plan: Plan) -> Lookup:
     entry = found.get(plan.key)
     if not isinstance(entry, dict):
         return Lookup(None, version)
-    age = time.time() - entry["built_at"]
-    fresh = entry["version"] == version and age < plan.max_age
-    if not fresh and cache.add(f"{plan.key}:rebuilding", 1, REBUILD_LOCK_SECONDS):
+    if not plan.fresh(entry, version) and cache.add(f"{plan.key}:rebuilding", 1, REBUILD_LOCK_SECONDS):
         rebuild_later(plan, version)
-    return Lookup(_response(entry, age), version)
+    return Lookup(_response(entry, time.time() - entry["built_at"]), version)
 
 
 def _response(entry: dict[str, Any], age: float) -> HttpResponse:
@@ -146,18 +163,85 @@ def store(plan: Plan, version: str, response: HttpResponseBase) -> None:
         headers = [(name, value) for name, value in response.items() if name.lower() not in SKIPPED_HEADERS]
         entry = {"version": version, "built_at": time.time(), "body": response.content, "headers": headers}
         cache.set(plan.key, entry, KEEP_SECONDS)
-    cache.delete(f"{plan.key}:rebuilding")
+    cache.delete_many([f"{plan.key}:rebuilding", f"{plan.key}:asked"])
 
 
-# ---------------------------------------------------------------- rebuilding in the background
+# ---------------------------------------------------------------- rebuilding out of the request
 
-#: One rebuild at a time per process: they are rare, and each is a burst of queries.
+#: Hands rebuilds over one at a time per process, off the event loop and the views' thread: sends
+#: them to the site worker (shared cache), or builds them here (a cache of this process's own).
 _rebuilder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="page-rebuild")
 _local = threading.local()
 
 
 def rebuild_later(plan: Plan, version: str) -> Future[None]:
-    return _rebuilder.submit(rebuild, plan, version)
+    if settings.SOLBOARD_CACHE_URL:
+        return _rebuilder.submit(send_rebuild, plan, version)
+    return _rebuilder.submit(rebuild_here, plan, version)
+
+
+def send_rebuild(plan: Plan, version: str) -> None:
+    """Queue the rebuild for the site worker, which stores the page where every web process reads
+    it. Built in this process instead when the worker was asked before and has not stored it since
+    (``ASKED_SECONDS``), or when the broker cannot be reached: the page still follows."""
+    from leaderboard.dispatch.enqueue import celery_app
+
+    if not cache.add(f"{plan.key}:asked", 1, ASKED_SECONDS):
+        _log.warning("the site worker has not rebuilt %s in %s s; building it here", plan.key, REBUILD_LOCK_SECONDS)
+        rebuild_here(plan, version)
+        return
+    try:
+        celery_app().send_task(REBUILD_TASK, args=[page_message(plan)])
+    except Exception:  # noqa: BLE001  (kombu's connection errors vary by transport)
+        _log.warning("could not queue the rebuild of %s for the site worker; building it here", plan.key,
+                     exc_info=True)
+        rebuild_here(plan, version)
+
+
+def page_message(plan: Plan) -> dict[str, str]:
+    """What the site worker is told: the page's URL only. It derives the rest (cache key, data
+    version) as for a visitor's request: a message on the broker never names a cache key, a cookie
+    or a page that is not cached for anonymous visitors."""
+    environ = plan.environ
+    return {"scheme": environ["wsgi.url_scheme"], "host": environ["HTTP_HOST"], "path": environ["PATH_INFO"],
+            "query": environ["QUERY_STRING"]}
+
+
+def plan_of_message(message: Any) -> Plan | None:
+    """The plan of the page a ``page_message`` names, checked as a visitor's request is (an
+    anonymous GET of a cacheable page with only the parameters it reads, on an allowed host);
+    None for anything else."""
+    fields = ("scheme", "host", "path", "query")
+    if not isinstance(message, dict) or set(message) != set(fields) \
+            or not all(isinstance(message[name], str) for name in fields) or message["scheme"] not in ("http", "https"):
+        return None
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": message["path"], "QUERY_STRING": message["query"],
+               "HTTP_HOST": message["host"], "SERVER_NAME": "rebuild", "SERVER_PORT": "0",
+               "wsgi.url_scheme": message["scheme"], "wsgi.input": io.BytesIO()}
+    try:
+        return plan_for(WSGIRequest(environ))
+    except UnicodeError:
+        return None
+
+
+def rebuild_if_out_of_date(plan: Plan) -> bool:
+    """The site worker's rebuild: under the data version read now (before the rows the page is
+    built from), unless the stored copy is fresh already (a second request for the same page)."""
+    found = cache.get_many([plan.key, *plan.versions])
+    version = data_version(found, plan.versions)
+    if plan.fresh(found.get(plan.key), version):
+        cache.delete_many([f"{plan.key}:rebuilding", f"{plan.key}:asked"])
+        return False
+    rebuild(plan, version)
+    return True
+
+
+def rebuild_here(plan: Plan, version: str) -> None:
+    """``rebuild`` in this process's background thread, whose database connection is its own."""
+    try:
+        rebuild(plan, version)
+    finally:
+        connections.close_all()  # this thread's own connection: never left open between rebuilds
 
 
 def rebuild(plan: Plan, version: str) -> None:
@@ -166,11 +250,8 @@ def rebuild(plan: Plan, version: str) -> None:
     if handler is None:
         handler = _local.handler = BaseHandler()
         handler.load_middleware(is_async=False)
-    try:
-        request = WSGIRequest({**plan.environ, "wsgi.input": io.BytesIO()})
-        store(plan, version, handler.get_response(request))
-    finally:
-        connections.close_all()  # this thread's own connection: never left open between rebuilds
+    request = WSGIRequest({**plan.environ, "wsgi.input": io.BytesIO()})
+    store(plan, version, handler.get_response(request))
 
 
 class AnonymousPageCacheMiddleware(HybridMiddleware):

@@ -65,7 +65,7 @@ kill $results && wait $results || true
 {
     cat "$OUT/staleness.txt"
     echo "commit $(git rev-parse --short HEAD), $(date -u +%FT%TZ), $(nproc) cores, uvicorn --workers $WORKERS,"
-    echo "site worker (page rebuilds) --concurrency ${SITE_WORKERS:-4}, locust FastHttpUser,"
+    echo "site worker (page rebuilds) --concurrency ${SITE_WORKERS:-4}, locust client: ${WEB_BENCH_CLIENT:-fasthttp},"
     echo "load average (1, 5, 15 min) before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "$USERS locust users (0.5-1.5 s think time) for $DURATION, a new result every ${RESULT_EVERY:-2} s,"
     echo "SOLBOARD_WEB_CACHE_SECONDS=${SOLBOARD_WEB_CACHE_SECONDS:-10}, seed: $(cat "$OUT/seed.txt" 2>/dev/null)"

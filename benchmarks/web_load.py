@@ -4,6 +4,7 @@ page (a random problem and GPU type; the ranked tabs) or the home page, then thi
 ``FastHttpUser`` (locust's geventhttpclient user) rather than ``HttpUser`` (python-requests): the
 client shares the machine with the server, and FastHttpUser spends several times less CPU per
 request, which would otherwise be taken from the server and show as its latency.
+``WEB_BENCH_CLIENT=requests`` uses ``HttpUser``, as runs 1-5 of benchmarks/results/web/ did.
 
     locust -f benchmarks/web_load.py --headless -u 50 -r 10 -t 60s --host http://127.0.0.1:8010
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import os
 import random
 
-from locust import FastHttpUser, between, task
+from locust import FastHttpUser, HttpUser, between, task
 
 PROBLEMS = os.environ.get("WEB_BENCH_PROBLEMS", "vector_add,gemm_bf16,softmax,rmsnorm,swiglu").split(",")
 GPUS = ("h100", "h200", "b200")
@@ -21,7 +22,10 @@ GPUS = ("h100", "h200", "b200")
 THINK_SECONDS = (0.5, 1.5)
 
 
-class Visitor(FastHttpUser):
+CLIENT = HttpUser if os.environ.get("WEB_BENCH_CLIENT") == "requests" else FastHttpUser
+
+
+class Visitor(CLIENT):  # type: ignore[valid-type,misc]
     wait_time = between(*THINK_SECONDS)
 
     @task(3)

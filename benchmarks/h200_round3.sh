@@ -51,7 +51,7 @@ for part in ${PARTS//,/ }; do
             python3 -m pip install -q --no-index --no-deps --find-links .whl -r benchmarks/gpu_e2e_wheels.txt
             python3 -m pip install -q --no-index --no-deps .whl/test/*.whl
             timeout 540 python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts=-ra \
-                tests/test_harness_gpu.py tests/test_ptx_gpu.py > "$OUT/gputests.log" 2>&1 || status=1
+                tests/evaluator/test_harness_gpu.py tests/evaluator/test_ptx_gpu.py > "$OUT/gputests.log" 2>&1 || status=1
             ;;
         *) echo "unknown part $part" >&2; status=2 ;;
     esac

@@ -13,6 +13,6 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/
 python3 -I -S runners/jail.py --probe > "$OUT/probe.json" 2>&1
 PYTHONPATH=$PWD timeout 200 python3 benchmarks/jail_h200_job.py > "$OUT/cuda_job.txt" 2>&1
 # The tests that import the Celery helpers need the site's wheels; the jail's own do not.
-timeout 300 python3 -m pytest -q -p no:cacheprovider -o addopts=-ra tests/test_runner_jail.py \
-    tests/test_runner_sandbox.py -k "not calibration and not ncu" > "$OUT/tests.txt" 2>&1
+timeout 300 python3 -m pytest -q -p no:cacheprovider -o addopts=-ra tests/runners/test_jail.py \
+    tests/runners/test_sandbox.py -k "not calibration and not ncu" > "$OUT/tests.txt" 2>&1
 echo "tests rc=$?" >> "$OUT/tests.txt"

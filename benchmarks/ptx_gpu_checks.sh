@@ -1,6 +1,6 @@
 #!/bin/sh
 # GPU checks of PTX/CUDA submissions through the whole evaluator (issue 4), one call:
-#   1. tests/test_ptx_gpu.py (examples correct; fault -> RUNTIME_ERROR; spin -> TIMEOUT; wgmma PASSED)
+#   1. tests/evaluator/test_ptx_gpu.py (examples correct; fault -> RUNTIME_ERROR; spin -> TIMEOUT; wgmma PASSED)
 #   2. every example through `python -m evaluator run` in test mode (quick shapes)
 #   3. the wgmma+TMA example in ranked mode (cold L2, SOL, score against cuBLAS)
 #   4. ncu per-opcode executed counts of the wgmma example (the format evidence.py parses)
@@ -8,7 +8,7 @@
 OUT=${OUT:-benchmarks/results/ptx}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-timeout 200 python3 -m pytest -q -p no:cacheprovider -o addopts="" tests/test_ptx_gpu.py > "$OUT/pytest_gpu.log" 2>&1
+timeout 200 python3 -m pytest -q -p no:cacheprovider -o addopts="" tests/evaluator/test_ptx_gpu.py > "$OUT/pytest_gpu.log" 2>&1
 echo "pytest: $(tail -1 "$OUT/pytest_gpu.log")"
 run() {  # problem file language name [extra args]
     p=$1; f=$2; l=$3; n=$4; shift 4

@@ -9,7 +9,7 @@ Each subcommand lives in its own small module under ``evaluator/commands/`` with
 To add a subcommand, write its module and add ONE line to ``COMMANDS``. Every module is imported
 when the parser is built, so keep module-level imports light: import torch (and anything heavy)
 inside ``main``. That is what lets ``problems`` and ``sol`` run where torch is not installed
-(tests/test_sol.py checks that they never import it).
+(tests/evaluator/test_sol.py checks that they never import it).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Import-compatible name for the job protocol, which lives in ``solboard_common.protocol``.
 
-Kept only because a test helper of the website (tests/web_helpers.py) still imports it from here;
+Kept only because a test helper of the website (tests/leaderboard/web_helpers.py) still imports it from here;
 new code imports ``solboard_common.protocol``.
 """
 

@@ -1,7 +1,7 @@
 """The problem page's rankings, read side: rows with speedup, SOL fraction and the gap to the row
 above, the baseline as a reference row, one board per shape, and the provisional results.
 
-Every board is a fixed number of queries whatever its length (tests/test_web_queries.py counts
+Every board is a fixed number of queries whatever its length (tests/leaderboard/test_web_queries.py counts
 them): the ranking rows (one indexed query, ``leaderboard.rankings``), then one query for the
 per-shape figures of every row shown.
 """

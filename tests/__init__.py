@@ -1,0 +1,1 @@
+"""SOLboard's tests, grouped by the package they test (tests/README.md)."""

@@ -1,0 +1,1 @@
+"""Tests of the evaluator: harness, PTX/CUDA toolchain, catalogue, speed of light, vocabulary."""

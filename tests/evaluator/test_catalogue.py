@@ -1,0 +1,379 @@
+"""The problem catalogue: metadata, exact counts, deterministic inputs, and tolerances that pass the
+baseline with margin while failing a kernel that computes in a lower precision than allowed.
+
+Runs on the CPU: only the shapes flagged ``cpu`` are computed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+from evaluator.commands.problems_cmd import catalogue_markdown
+from evaluator.problems import OutputTolerance, Problem, Shape, get_problem, load_catalogue
+from evaluator.problems.grouped_gemm_bf16.counts import empty_groups
+
+REPO = Path(__file__).resolve().parents[2]
+PROBLEMS = sorted(load_catalogue())
+EXPECTED = {
+    "vector_add", "gemm_bf16", "gemm_fp8", "grouped_gemm_bf16", "rmsnorm", "softmax", "swiglu",
+    "attention_fwd", "attention_bwd",
+}  # fmt: skip
+Kernel = Callable[..., None]
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def allowed_error(ref: torch.Tensor, problem: Problem, name: str) -> torch.Tensor:
+    """atol + rtol*|ref| per element, atol scaled as the problem's ``atol_scale`` says."""
+    return problem.tolerance_for(name).allowed_error(ref.double())
+
+
+def matched_ratio(out: torch.Tensor, ref: torch.Tensor, problem: Problem, name: str) -> float:
+    """Fraction of elements with |out - ref| <= atol + rtol*|ref|; a NaN/Inf never matches."""
+    allowed = allowed_error(ref, problem, name)
+    out, ref = out.double(), ref.double()
+    ok = torch.isfinite(out) & ((out - ref).abs() <= allowed)
+    return ok.double().mean().item()
+
+
+def worst_margin(out: torch.Tensor, ref: torch.Tensor, problem: Problem, name: str) -> float:
+    """Largest |out - ref| / (atol + rtol*|ref|): below 1 passes, lower means more margin."""
+    out, ref = out.double(), ref.double()
+    return ((out - ref).abs() / allowed_error(ref, problem, name)).max().item()
+
+
+def run_kernel(problem: Problem, kernel: Kernel, shape: Shape, seed: int, distribution: str) -> tuple:
+    """Call ``kernel`` the submission's way (inputs, then NaN-poisoned outputs, in order)."""
+    module = problem.reference_module()
+    inputs = module.generate_inputs(shape.axes, seed, "cpu", distribution)
+    outputs = {
+        spec.name: torch.full(spec.concrete_shape(shape.axes), float("nan"), dtype=getattr(torch, spec.dtype))
+        for spec in problem.outputs
+    }
+    kernel(
+        *[inputs[spec.name] for spec in problem.inputs], *outputs.values(), **problem.call_kwargs(shape.axes)
+    )
+    return outputs, module.reference(inputs, shape.axes)
+
+
+def cpu_cases(problem: Problem) -> list[tuple[Shape, int, str]]:
+    return [
+        (shape, seed, distribution)
+        for shape in problem.select_shapes("all", device="cpu")
+        for seed in problem.test_seeds[:2]
+        for distribution in problem.distributions
+    ]
+
+
+def load_example(name: str) -> ModuleType:
+    path = REPO / "examples" / "python" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
+    assert spec and spec.loader, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ---------------------------------------------------------------- lower-precision kernels
+# Each computes the right thing in a precision the problem does not allow; each must fail.
+
+FP8 = torch.float8_e4m3fn
+
+
+def fp8(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.to(FP8).float()
+
+
+def vector_add_in_fp16(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> None:
+    c.copy_(a.half() + b.half())
+
+
+def gemm_bf16_from_fp8_inputs(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor) -> None:
+    C.copy_(fp8(A) @ fp8(B).t())
+
+
+def gemm_fp8_from_e5m2_inputs(
+    A: torch.Tensor, B: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor, C: torch.Tensor
+) -> None:
+    e5m2 = torch.float8_e5m2
+    C.copy_((A.float().to(e5m2).float() * sa) @ (B.float().to(e5m2).float() * sb).t())
+
+
+def grouped_gemm_with_fp8_weights(
+    X: torch.Tensor, W: torch.Tensor, offsets: torch.Tensor, Y: torch.Tensor
+) -> None:
+    bounds = offsets.tolist()
+    for group in range(W.shape[0]):
+        Y[bounds[group] : bounds[group + 1]] = (
+            X[bounds[group] : bounds[group + 1]].float() @ fp8(W[group]).t()
+        )
+
+
+def rmsnorm_of_an_fp8_hidden_state(
+    x: torch.Tensor, r: torch.Tensor, w: torch.Tensor, y: torch.Tensor, r_out: torch.Tensor
+) -> None:
+    h = x.float() + r.float()
+    r_out.copy_(h)
+    h = fp8(h)
+    y.copy_(h * torch.rsqrt(h.square().mean(-1, keepdim=True) + 1e-6) * w.float())
+
+
+def softmax_with_fp8_exponentials(x: torch.Tensor, y: torch.Tensor) -> None:
+    e = fp8(torch.exp(x.float() - x.float().amax(-1, keepdim=True)))
+    y.copy_(e / e.sum(-1, keepdim=True))
+
+
+def swiglu_with_fp8_weights(x: torch.Tensor, W1: torch.Tensor, W3: torch.Tensor, out: torch.Tensor) -> None:
+    h1, h3 = x.float() @ fp8(W1).t(), x.float() @ fp8(W3).t()
+    out.copy_(torch.nn.functional.silu(h1) * h3)
+
+
+def attention_fwd_with_fp8_values(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor, LSE: torch.Tensor, *, causal: int
+) -> None:
+    load_example("attention_fwd").kernel(q, k, v.to(FP8).to(v.dtype), O, LSE, causal=causal)
+
+
+def attention_bwd_with_fp8_gradients(*tensors: torch.Tensor, causal: int) -> None:
+    q, k, v, o, d_out, lse, dq, dk, dv = tensors
+    load_example("attention_bwd").kernel(
+        q, k, v, o, d_out.to(FP8).to(d_out.dtype), lse, dq, dk, dv, causal=causal
+    )
+
+
+LOWER_PRECISION: dict[str, Kernel] = {
+    "vector_add": vector_add_in_fp16,
+    "gemm_bf16": gemm_bf16_from_fp8_inputs,
+    "gemm_fp8": gemm_fp8_from_e5m2_inputs,
+    "grouped_gemm_bf16": grouped_gemm_with_fp8_weights,
+    "rmsnorm": rmsnorm_of_an_fp8_hidden_state,
+    "softmax": softmax_with_fp8_exponentials,
+    "swiglu": swiglu_with_fp8_weights,
+    "attention_fwd": attention_fwd_with_fp8_values,
+    "attention_bwd": attention_bwd_with_fp8_gradients,
+}
+
+
+def scaled_mm_cpu_reason() -> str | None:
+    """torch._scaled_mm has no CPU kernel in some builds; then the fp8 example cannot run here."""
+    try:
+        one = torch.ones(16, 16).to(FP8)
+        torch._scaled_mm(one, one.t(), scale_a=torch.ones(1), scale_b=torch.ones(1), out_dtype=torch.bfloat16)
+    except (RuntimeError, NotImplementedError, AttributeError) as error:
+        return f"torch._scaled_mm does not run on this CPU build: {error}"
+    return None
+
+
+#: Examples that cannot run on a CPU build of torch: name -> function giving the reason (or None).
+CPU_UNSUPPORTED: dict[str, Callable[[], str | None]] = {"gemm_fp8": scaled_mm_cpu_reason}
+
+
+# ---------------------------------------------------------------- counts (hand-computed)
+
+
+@pytest.mark.parametrize(
+    "name, axes, flops, nbytes",
+    [
+        # 1 add per element; a, b read and c written, 4 bytes each
+        ("vector_add", {"N": 2**24}, {"fp32_simt": 16_777_216}, 201_326_592),
+        # 2*128*7168*5120; 2*(128*5120 + 7168*5120 + 128*7168)
+        ("gemm_bf16", {"M": 128, "N": 7168, "K": 5120}, {"bf16_tensor": 9_395_240_960}, 76_546_048),
+        # same flops; 1-byte A and B, bf16 C, two fp32 scales
+        ("gemm_fp8", {"M": 128, "N": 7168, "K": 5120}, {"fp8_tensor": 9_395_240_960}, 39_190_536),
+        # 2*T*N*K; X, the 7 non-empty experts' weights (G // 8 = 1 empty), Y, 9 int32 offsets
+        (
+            "grouped_gemm_bf16",
+            {"T": 8192, "G": 8, "N": 4096, "K": 7168},
+            {"bf16_tensor": 481_036_337_152},
+            595_591_204,
+        ),
+        # 5 per element + 3 per row; x, residual, y, residual_out (T*H each) and weight (H), bf16
+        ("rmsnorm", {"T": 2048, "H": 4096}, {"fp32_simt": 41_949_184}, 67_117_056),
+        # 5 per element; x read, y written, bf16
+        ("softmax", {"R": 4096, "C": 4096}, {"fp32_simt": 83_886_080}, 67_108_864),
+        # two GEMMs 4*T*F*D, gate 5*T*F; x, W1, W3, out in bf16
+        (
+            "swiglu",
+            {"T": 128, "D": 4096, "F": 14336},
+            {"bf16_tensor": 30_064_771_072, "fp32_simt": 9_175_040},
+            239_599_616,
+        ),
+        # causal: 4*D*B*H * S(S+1)/2 = 32768 * 8_390_656; q, k, v, O in bf16 and LSE in fp32
+        (
+            "attention_fwd",
+            {"B": 4, "H": 16, "S": 4096, "D": 128, "causal": 1},
+            {"bf16_tensor": 274_945_015_808},
+            269_484_032,
+        ),
+        (
+            "attention_fwd",
+            {"B": 4, "H": 16, "S": 4096, "D": 128, "causal": 0},
+            {"bf16_tensor": 549_755_813_888},
+            269_484_032,
+        ),
+        # 2.5x the forward; q, k, v, o, dO, dq, dk, dv in bf16 and lse in fp32
+        (
+            "attention_bwd",
+            {"B": 4, "H": 16, "S": 4096, "D": 128, "causal": 1},
+            {"bf16_tensor": 687_362_539_520},
+            537_919_488,
+        ),
+    ],
+)
+def test_counts_are_exact(name: str, axes: dict[str, int], flops: dict[str, int], nbytes: int) -> None:
+    counts = get_problem(name).counts(axes)
+    assert counts.flops == {flop_class: float(value) for flop_class, value in flops.items()}
+    assert counts.bytes == float(nbytes)
+    assert counts.comm_bytes == 0
+
+
+# ---------------------------------------------------------------- metadata
+
+
+def test_the_catalogue_ships_every_problem_of_issue_3() -> None:
+    assert EXPECTED <= set(PROBLEMS)
+
+
+@pytest.mark.parametrize("name", PROBLEMS)
+def test_every_problem_has_small_cpu_shapes_ranked_gpu_shapes_and_three_distributions(name: str) -> None:
+    problem = get_problem(name)
+    cpu = problem.select_shapes("all", device="cpu")
+    assert 1 <= len(cpu) <= 2 and not any(shape.ranked for shape in cpu)
+    assert problem.ranked_shapes and any(shape.quick for shape in problem.shapes)
+    assert len(problem.distributions) >= 3 and problem.test_seeds
+    assert 0 < problem.rtol < 0.1 and problem.atol >= 0 and 0.99 <= problem.matched_ratio <= 1.0
+    for shape in cpu:
+        counts = problem.counts(shape.axes)
+        assert counts.bytes < 16e6 and counts.total_flops < 1e9, shape.shape_id
+
+
+@pytest.mark.parametrize("name", PROBLEMS)
+def test_generated_inputs_match_the_declared_specs(name: str) -> None:
+    problem = get_problem(name)
+    shape = problem.select_shapes("all", device="cpu")[0]
+    for distribution in problem.distributions:
+        inputs = problem.reference_module().generate_inputs(shape.axes, 1, "cpu", distribution)
+        assert list(inputs) == [spec.name for spec in problem.inputs]
+        for spec in problem.inputs:
+            tensor = inputs[spec.name]
+            assert tensor.shape == spec.concrete_shape(shape.axes), spec.name
+            assert str(tensor.dtype) == f"torch.{spec.dtype}", spec.name
+            assert tensor.is_contiguous(), spec.name
+            if tensor.is_floating_point():
+                values = tensor.double()
+                assert torch.isfinite(values).all() and values.abs().max() > 0, (spec.name, distribution)
+
+
+@pytest.mark.parametrize("name", PROBLEMS)
+def test_inputs_are_deterministic_per_seed_and_differ_across_seeds_and_distributions(name: str) -> None:
+    problem = get_problem(name)
+    generate = problem.reference_module().generate_inputs
+    axes = problem.select_shapes("all", device="cpu")[0].axes
+    first = problem.inputs[0].name
+    normal = generate(axes, 1, "cpu", problem.distributions[0])[first]
+    assert torch.equal(normal, generate(axes, 1, "cpu", problem.distributions[0])[first])
+    assert not torch.equal(normal, generate(axes, 2, "cpu", problem.distributions[0])[first])
+    for other in problem.distributions[1:]:
+        assert not torch.equal(normal, generate(axes, 1, "cpu", other)[first]), other
+
+
+# ---------------------------------------------------------------- tolerance
+
+
+@pytest.mark.parametrize("name", PROBLEMS)
+def test_the_baseline_passes_every_cpu_case_with_margin(name: str) -> None:
+    problem = get_problem(name)
+    for shape, seed, distribution in cpu_cases(problem):
+        outputs, reference = run_kernel(
+            problem, problem.reference_module().baseline, shape, seed, distribution
+        )
+        for output, ref in reference.items():
+            case = (shape.shape_id, seed, distribution, output)
+            assert matched_ratio(outputs[output], ref, problem, output) == 1.0, case
+            assert worst_margin(outputs[output], ref, problem, output) < 0.8, case
+
+
+@pytest.mark.parametrize("name", PROBLEMS)
+def test_a_kernel_computing_in_lower_precision_fails(name: str) -> None:
+    problem = get_problem(name)
+    assert name in LOWER_PRECISION, "every problem keeps a lower-precision kernel in this file"
+    cheat = LOWER_PRECISION[name]
+    for shape, seed, distribution in cpu_cases(problem):
+        outputs, reference = run_kernel(problem, cheat, shape, seed, distribution)
+        failed = [
+            output
+            for output, ref in reference.items()
+            if matched_ratio(outputs[output], ref, problem, output)
+            < problem.tolerance_for(output).matched_ratio
+        ]
+        assert failed, (shape.shape_id, seed, distribution)
+
+
+# ---------------------------------------------------------------- examples
+
+
+@pytest.mark.parametrize("name", PROBLEMS)
+def test_the_example_submission_matches_the_reference(name: str) -> None:
+    problem = get_problem(name)
+    example = load_example(name)
+    if name in CPU_UNSUPPORTED and (reason := CPU_UNSUPPORTED[name]()):
+        pytest.skip(reason)
+    for shape, seed, distribution in cpu_cases(problem)[:4]:
+        outputs, reference = run_kernel(problem, example.kernel, shape, seed, distribution)
+        for output, ref in reference.items():
+            assert matched_ratio(outputs[output], ref, problem, output) == 1.0, (
+                shape.shape_id,
+                distribution,
+                output,
+            )
+
+
+# ---------------------------------------------------------------- tolerance rules and structure
+
+
+def test_rms_tolerances_scale_atol_with_the_reference() -> None:
+    ref = torch.tensor([[3.0, 4.0], [0.0, 0.0]], dtype=torch.float64)  # RMS 2.5; row RMS 3.54, 0
+    whole = OutputTolerance(atol=0.1, rtol=0.0, atol_scale="rms").allowed_error(ref)
+    assert torch.allclose(whole, torch.full((2, 2), 0.25, dtype=torch.float64))
+    rows = OutputTolerance(atol=0.1, rtol=0.0, atol_scale="row_rms").allowed_error(ref)
+    assert rows[0, 0].item() == pytest.approx(0.1 * (12.5**0.5))
+    # a row that is zero in the reference is held to a tenth of the output's RMS, not to zero
+    assert rows[1, 0].item() == pytest.approx(0.1 * 0.1 * 2.5)
+    assert OutputTolerance(atol=0.1, rtol=0.5).allowed_error(ref)[0, 1].item() == pytest.approx(2.1)
+
+
+def test_per_output_tolerances_override_the_problem_default() -> None:
+    attention = get_problem("attention_fwd")
+    assert attention.tolerance_for("O").atol_scale == "row_rms"
+    assert attention.tolerance_for("LSE").atol_scale == "absolute"
+    assert attention.tolerance_for("LSE").matched_ratio == 1.0
+    assert attention.call_kwargs({"B": 1, "H": 1, "S": 8, "D": 128, "causal": 1}) == {"causal": 1}
+    assert get_problem("gemm_bf16").call_kwargs({"M": 1, "N": 1, "K": 1}) == {}
+
+
+def test_grouped_gemm_groups_are_ragged_with_a_fixed_number_of_empty_ones() -> None:
+    problem = get_problem("grouped_gemm_bf16")
+    axes = {"T": 16384, "G": 64, "N": 2048, "K": 2048}
+    generate = problem.reference_module().group_sizes
+    for seed in (1, 2, 3):
+        sizes = generate(axes, seed)
+        assert sum(sizes) == axes["T"] and sizes.count(0) == empty_groups(64) == 8
+        assert 1 <= min(size for size in sizes if size) <= 3
+    assert generate(axes, 1) != generate(axes, 2)
+    inputs = problem.reference_module().generate_inputs(problem.shapes[1].axes, 1, "cpu", "normal")
+    offsets = inputs["group_offsets"].tolist()
+    assert offsets[0] == 0 and offsets[-1] == problem.shapes[1].axes["T"] and offsets == sorted(offsets)
+
+
+def test_docs_show_the_catalogue_as_it_is() -> None:
+    docs = (REPO / "docs" / "problems.md").read_text()
+    assert catalogue_markdown(list(load_catalogue().values())) in docs, (
+        "regenerate the table: python -m evaluator problems --markdown"
+    )

@@ -1,0 +1,54 @@
+"""Every CPU-runnable cheating fixture (classes 2-10, 12, 13) through the real CLI in
+ranked mode with a secret seed: never PASSED, and caught for the right reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.harness_helpers import CHEATS, evaluate_file
+
+RANKED = ("--device", "cpu", "--mode", "ranked", "--secret-seed-stdin")
+
+#: fixture -> (expected statuses, words the message must contain)
+CASES = {
+    "c02_background_thread": ({"REJECTED"}, "class 2"),
+    "c03_lazy_output": ({"REJECTED"}, "class 3"),
+    "c03_swapped_storage": ({"REJECTED"}, "class 3"),
+    "c04_patch_timer": ({"REJECTED"}, "patched"),
+    "c04_forge_report": ({"REJECTED"}, "forged report"),
+    "c16_early_ready": ({"REJECTED"}, "forged report"),
+    "c16_patch_json_encoder": ({"REJECTED"}, "timing not confirmed"),
+    "c05_cache_by_pointer": ({"REJECTED", "INCORRECT_NUMERICAL"}, ""),
+    "c06_read_reference": ({"INCORRECT_NUMERICAL"}, "outside tolerance"),
+    "c07_zero_inputs": ({"REJECTED"}, "class 7"),
+    "c08_low_precision": ({"INCORRECT_NUMERICAL"}, "outside tolerance"),
+    "c09_less_work_when_timed": ({"REJECTED"}, "class"),
+    "c10_public_seed_answers": ({"INCORRECT_NUMERICAL"}, "secret seed"),
+    "c12_skip_one_shape": ({"INCORRECT_NUMERICAL"}, "nonfinite"),
+    "c13_uninitialised": ({"INCORRECT_NUMERICAL"}, "outside tolerance"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_cheating_submission_is_never_passed(name: str) -> None:
+    statuses, words = CASES[name]
+    report = evaluate_file("vector_add", CHEATS / f"{name}.py", *RANKED, stdin="424242\n")
+    assert report["status"] in statuses, report["message"]
+    assert not report["rank_eligible"]
+    assert report["problem_score"] is None
+    assert words in report["message"]
+
+
+def test_every_exploit_class_has_a_fixture() -> None:
+    classes = {int(path.name[1:3]) for path in CHEATS.glob("c[0-9][0-9]_*.py")}
+    # 15, 18 and 19 (sandbox, forged broker messages, leftovers) are the runner's and the site's:
+    # tests/runners/test_sandbox.py and tests/leaderboard/test_dispatch_*.py; 17 (faster than light) is below.
+    assert classes == set(range(1, 15)) | {16}
+
+
+def test_the_public_seed_cheat_fools_the_public_trials_but_not_the_timed_calls_on_fresh_inputs() -> None:
+    report = evaluate_file("vector_add", CHEATS / "c10_public_seed_answers.py", "--device", "cpu")
+    shape = report["shapes"][0]
+    assert all(check["passed"] for check in shape["checks"])
+    assert report["status"] == "REJECTED"
+    assert "timed call" in shape["message"]

@@ -1,0 +1,1 @@
+"""Tests that run several parts together in real processes: workers, brokers, runner nodes, a browser."""

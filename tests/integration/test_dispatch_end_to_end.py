@@ -1,0 +1,236 @@
+"""End to end through real processes: create_submission -> broker -> CPU runner node (real
+evaluator, real sandbox) -> site worker -> database -> ranking row; and what happens when things
+fail: a runner killed mid-job, a job that hangs, a cancel (queued and running).
+
+The site worker and the runner are subprocesses, so the database must be one they can open: a
+SQLite file created for this module (or, when DATABASE_URL names PostgreSQL, a fresh database on
+that server), migrated and synced here; the broker is a temporary embedded one (or a Redis
+database of its own when CELERY_BROKER_URL names Redis).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.db import connections
+from django.test import override_settings
+
+from leaderboard import dispatch
+from leaderboard.dispatch import credentials
+from leaderboard.models import Evaluation, RankingEntry, RunnerAuthFailure, RunnerNode, ShapeResult
+from leaderboard.submissions import create_submission
+from runners.celery_app import build_app
+from solboard_common.protocol import SITE_QUEUE, SITE_RESULT_TASK
+from solboard_common.signing import sign
+from tests.runner_helpers import HANGING_KERNEL, RunnerProcess, isolated_broker, traversable_folder
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = (REPO / "examples" / "python" / "vector_add.py").read_text()
+# Slow to import on every delivery, so the test can kill its runner mid-job. (A job can no longer
+# leave a mark for the next delivery: the jail gives each job a fresh, private file system.)
+SLOW_IMPORT = """
+import time
+
+time.sleep(6)
+
+def kernel(a, b, c):
+    c.copy_(a + b)
+"""
+STALE_S = 5
+ENV = {"SOLBOARD_RUNNER_STALE_SECONDS": str(STALE_S), "SOLBOARD_SWEEP_SECONDS": "1",
+       "SOLBOARD_HEARTBEAT_SECONDS": "1", "SOLBOARD_JOB_COMPILE_SECONDS": "30",
+       "SOLBOARD_JOB_TEST_SECONDS": "5", "SOLBOARD_JOB_RANKED_SECONDS": "60"}
+
+
+@dataclass
+class Cluster:
+    folder: Path
+    broker: str
+    env: dict[str, str]
+    runners: list[RunnerProcess]
+
+    def runner(self, name: str) -> RunnerProcess:
+        _, credential = credentials.issue(name, created_by="test")  # the site knows its key
+        runner = RunnerProcess(name, self.broker, self.folder, self.env, credential=credential).start()
+        self.runners.append(runner)
+        return runner
+
+
+def dedicated_database(folder: Path) -> tuple[dict[str, Any], str, Callable[[], None]]:
+    """Settings for a database both this process and the subprocesses can open."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        path = folder / "db.sqlite3"
+        return {"NAME": str(path)}, f"sqlite:///{path}", lambda: None
+    name = f"solboard_dispatch_{os.getpid()}"
+    with connections["default"]._nodb_cursor() as cursor:  # the server's maintenance database
+        cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        cursor.execute(f'CREATE DATABASE "{name}"')
+
+    def drop() -> None:
+        with connections["default"]._nodb_cursor() as cursor:
+            cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+    return {"NAME": name}, url.rsplit("/", 1)[0] + f"/{name}", drop
+
+
+def start_site_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-m", "celery", "-A", "leaderboard.celery", "worker", "-Q", SITE_QUEUE,
+            "-n", f"site@it{os.getpid()}", "--pool", "solo", "--without-gossip", "--without-mingle",
+            "--without-heartbeat", "--loglevel", "INFO"]
+    with log.open("ab") as out:
+        return subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+@pytest.fixture(scope="module")
+def cluster(django_db_blocker: Any) -> Iterator[Cluster]:
+    folder = traversable_folder()
+    broker = isolated_broker(folder, redis_db=13)
+    original = connections["default"]
+    saved_env = {key: os.environ.get(key) for key in [*ENV, "CELERY_BROKER_URL"]}
+    os.environ.update({**ENV, "CELERY_BROKER_URL": broker})  # Celery prefers it to its settings
+    with django_db_blocker.unblock():
+        overrides, url, drop = dedicated_database(folder)
+        # A connection of its own: pytest-django's SQLite test database lives in memory, and
+        # closing that connection would destroy it for the modules that run after this one.
+        connection = type(original)({**original.settings_dict, **overrides}, alias="default")
+        connections["default"] = connection
+        call_command("migrate", verbosity=0)
+        call_command("sync_gpu_types", verbosity=0)
+        call_command("sync_problems", verbosity=0)
+        env = {**os.environ, **ENV, "DATABASE_URL": url, "CELERY_BROKER_URL": broker, "SOLBOARD_VAR": str(folder),
+               "PYTHONUNBUFFERED": "1"}
+        site = start_site_worker(env, folder / "site-worker.log")
+        cluster = Cluster(folder, broker, env, [])
+        try:
+            # This process's settings were read before ENV was set: the same values, as settings.
+            with override_settings(CELERY_BROKER_URL=broker, SOLBOARD_RUNNER_STALE_SECONDS=STALE_S,
+                                   SOLBOARD_SWEEP_SECONDS=1, SOLBOARD_JOB_COMPILE_SECONDS=30,
+                                   SOLBOARD_JOB_TEST_SECONDS=5, SOLBOARD_JOB_RANKED_SECONDS=60):
+                yield cluster
+        finally:
+            for runner in cluster.runners:
+                runner.stop()
+            site.send_signal(signal.SIGTERM)
+            try:
+                site.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                site.kill()
+            for log in sorted(folder.glob("*.log")):
+                print(f"---- {log.name}\n{log.read_text(errors='replace')[-4000:]}")
+            connection.close()
+            connections["default"] = original
+            drop()
+            for key, value in saved_env.items():
+                os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def runner_a(cluster: Cluster) -> RunnerProcess:
+    return cluster.runner(f"a{os.getpid()}")
+
+
+def user(name: str) -> Any:
+    return get_user_model().objects.get_or_create(username=name)[0]
+
+
+def wait_for(evaluation: Evaluation, condition: Callable[[Evaluation], bool], timeout: float = 90) -> Evaluation:
+    deadline = time.monotonic() + timeout
+    while True:
+        evaluation.refresh_from_db()
+        if condition(evaluation):
+            return evaluation
+        if time.monotonic() > deadline:
+            raise AssertionError(f"evaluation {evaluation.pk} stuck in {evaluation.status}: {evaluation.message}")
+        time.sleep(0.3)
+
+
+def submit(name: str, source: str = EXAMPLE, mode: str = "ranked") -> Evaluation:
+    return create_submission(user(name), "vector_add", "python", source, ["cpu"], mode).evaluations.get()
+
+
+def test_a_submission_reaches_the_cpu_runner_and_comes_back_as_a_stored_ranked_report(
+        cluster: Cluster, runner_a: RunnerProcess) -> None:
+    evaluation = wait_for(submit("carol"), lambda e: e.status not in ("queued", "running"))
+    assert evaluation.status == "passed", evaluation.message
+    assert evaluation.report["device"]["gpu_type"] == "cpu" and evaluation.report["sandbox"]["gaps"]
+    assert evaluation.score is not None and 0 < evaluation.score < 1
+    assert evaluation.shape_results.count() == len(evaluation.report["shapes"]) == 2
+    assert evaluation.runner.name == f"{runner_a.name}:cpu" and evaluation.attempts == 1
+    # Ranked (in the development ranking) only once the judge's clock confirmed every median.
+    assert evaluation.rank_eligible is evaluation.report["witnessed"]
+    rows = RankingEntry.objects.filter(problem__name="vector_add", gpu_type__key="cpu", shape=None, track="all",
+                                       user__username="carol")
+    assert [row.evaluation_id for row in rows] == ([evaluation.pk] if evaluation.report["witnessed"] else [])
+
+
+def test_the_same_result_delivered_twice_through_the_broker_is_recorded_once(
+        cluster: Cluster, runner_a: RunnerProcess) -> None:
+    evaluation = wait_for(submit("dave", mode="test"), lambda e: e.status == "passed")
+    rows = list(ShapeResult.objects.filter(evaluation=evaluation).values_list("id", flat=True))
+    replay = {"job_id": str(evaluation.job_id), "evaluation_id": evaluation.pk, "runner": evaluation.runner.name,
+              "outcome": "completed", "report": evaluation.report}
+    app = build_app(cluster.broker)
+    signed = sign(SITE_RESULT_TASK, replay, runner_a.credential)
+    for payload in (signed, signed, replay):  # a re-send, an exact replay, an unsigned forgery
+        app.send_task(SITE_RESULT_TASK, args=[payload], queue=SITE_QUEUE)
+    deadline = time.monotonic() + 30
+    while RunnerAuthFailure.objects.filter(reason__in=("replay", "unsigned")).count() < 2:
+        assert time.monotonic() < deadline, "the site worker did not refuse the replay and the forgery"
+        time.sleep(0.3)
+    assert list(ShapeResult.objects.filter(evaluation=evaluation).values_list("id", flat=True)) == rows
+
+
+def test_a_hanging_job_times_out_and_the_runner_takes_the_next_one(cluster: Cluster, runner_a: RunnerProcess) -> None:
+    hanging, after = submit("erin", HANGING_KERNEL, mode="test"), submit("frank", mode="test")
+    assert wait_for(hanging, lambda e: e.is_terminal).status == "timeout"
+    assert wait_for(after, lambda e: e.is_terminal).status == "passed"
+
+
+def test_cancel_stops_a_running_and_a_queued_evaluation_and_frees_the_runner(
+        cluster: Cluster, runner_a: RunnerProcess) -> None:
+    with override_settings(SOLBOARD_JOB_TEST_SECONDS=120):  # hangs for longer than the test lasts
+        running, queued = submit("gina", HANGING_KERNEL, mode="test"), submit("gina", HANGING_KERNEL, mode="test")
+    wait_for(running, lambda e: e.status == "running")
+    assert dispatch.cancel_evaluation(queued, user("gina"))
+    assert dispatch.cancel_evaluation(running, user("gina"))
+    node = RunnerNode.objects.get(name=f"{runner_a.name}:cpu")
+    started = time.monotonic()
+    while node.current_job_id in (str(running.job_id), str(queued.job_id)) or time.monotonic() - started < 3:
+        assert time.monotonic() - started < 40, "the runner still runs a cancelled job"
+        time.sleep(0.5)
+        node.refresh_from_db()
+    after = wait_for(submit("hank", mode="test"), lambda e: e.is_terminal, timeout=60)
+    assert after.status == "passed"
+    for evaluation in (running, queued):
+        evaluation.refresh_from_db()
+        assert evaluation.status == "cancelled"
+
+
+def test_a_runner_killed_mid_job_is_replaced_and_the_job_completes_exactly_once(
+        cluster: Cluster, runner_a: RunnerProcess) -> None:
+    evaluation = wait_for(submit("ivan", SLOW_IMPORT, mode="test"), lambda e: e.status == "running")
+    time.sleep(1.0)
+    runner_a.kill_hard()
+    first_job = evaluation.job_id
+    cluster.runner(f"b{os.getpid()}")
+    evaluation = wait_for(evaluation, lambda e: e.is_terminal, timeout=120)
+    assert evaluation.status == "passed", evaluation.message
+    assert evaluation.attempts == 2 and evaluation.job_id != first_job
+    assert evaluation.shape_results.count() == len(evaluation.report["shapes"])
+    assert evaluation.runner.name.startswith("b")

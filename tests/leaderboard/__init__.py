@@ -1,0 +1,1 @@
+"""Tests of the site: API, website, dispatch, models, rankings, settings."""

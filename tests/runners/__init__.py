@@ -1,0 +1,1 @@
+"""Tests of the runner nodes' parts: jail, sandbox, slots, credentials, forged results."""

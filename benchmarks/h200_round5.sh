@@ -26,7 +26,7 @@ fp() {  # fp NAME SETS RUNS [more false_positives.py options]
     name=$1 sets=$2 runs=$3; shift 3
     python3 benchmarks/false_positives.py --device cuda --gpu-type h200 --sets "$sets" --runs "$runs" \
         --budget-s "$(left)" --out "$OUT/runner_$name.json" "$@" > "$OUT/runner_$name.log" 2>&1
-    tail -1 "$OUT/runner_$1.log"
+    tail -1 "$OUT/runner_$name.log"
 }
 case "$PART" in
 a)
@@ -52,7 +52,7 @@ d)  # after round a: the two witness-process fixtures again, then examples and b
         --only vector_add,gemm_bf16,gemm_fp8,softmax,rmsnorm,swiglu,grouped_gemm_bf16,attention_fwd,attention_bwd
     ;;
 e)  # what d did not reach, and the PTX/CUDA examples
-    fp natives natives 1
+    [ -n "${4:-}" ] || fp natives natives 1
     fp rest examples,baselines 1 --only "${3:-attention_fwd,attention_bwd}"
     ;;
 esac

@@ -66,6 +66,8 @@ class Judge:
         self.nvml: Any = None
         #: The ncu witness session, started with the job so its start-up overlaps the timing.
         self.witness_session: Any = None
+        #: Most processes NVML saw with a CUDA context on the GPU during a witnessed call (recorded).
+        self.witness_gpu_processes: int | None = None
 
     # ------------------------------------------------------------ phases
 

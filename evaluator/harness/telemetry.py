@@ -64,6 +64,12 @@ class Nvml:
                     return int(value)
         return None
 
+    def compute_processes(self) -> int | None:
+        """How many processes hold a CUDA context on this GPU (the driver's count, whatever PID
+        namespace the caller is in), or None without NVML."""
+        value = self._read("nvmlDeviceGetComputeRunningProcesses")
+        return len(value) if value is not None else None
+
     def sample(self) -> dict[str, Any] | None:
         """A ``Telemetry`` dict, or None without NVML."""
         if self.handle is None:

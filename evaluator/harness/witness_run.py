@@ -77,6 +77,9 @@ def witness_shapes(judge: Any, passed: list[tuple[Any, dict[str, Any]]]) -> list
         session.finish(5)  # idempotent: ncu and the witness process never outlive the job
     notes = [(f"witness: killed {len(cleared)} process(es) the timing child left behind before the witness "
               f"session ({', '.join(cleared[:3])})")] if cleared else []
+    if judge.witness_gpu_processes is not None:
+        notes.append(f"witness: at most {judge.witness_gpu_processes} processes held a CUDA context on the GPU "
+                     "during the witnessed calls (recorded, not yet a check)")
     if session.impostors:
         notes.append(f"witness: refused {session.impostors} connection(s) from processes ncu did not start")
     if session.returncode != 0:
@@ -125,6 +128,7 @@ def _witness_shape(judge: Any, peer: Peer, shape: Any, report: dict[str, Any]) -
             answer = peer.receive("called")
             if answer.get("error"):
                 raise WitnessFailed(f"the kernel raised under the witness: {str(answer['error'])[:300]}")
+            _count_gpu_processes(judge)
             status, message, _ = judge.verify(ctx, inputs, outputs, private)
             if status != "PASSED":
                 report.update(status="REJECTED", message=(
@@ -136,6 +140,15 @@ def _witness_shape(judge: Any, peer: Peer, shape: Any, report: dict[str, Any]) -
             peer.send({"type": "unbind"})
             peer.receive("unbound")
         judge.arena.free(group)
+
+
+def _count_gpu_processes(judge: Any) -> None:
+    """Recorded, not yet a check: the judge and the witness process should be the only processes
+    with a CUDA context on the GPU while a witnessed call runs; a third one may be doing the call's
+    work out of ncu's sight (docs/security.md, what is still open). The H200 figure decides."""
+    count = judge.nvml.compute_processes() if judge.nvml is not None else None
+    if count is not None:
+        judge.witness_gpu_processes = max(count, judge.witness_gpu_processes or 0)
 
 
 def _seed() -> int:

@@ -121,7 +121,9 @@ DAEMON_SCRIPT = textwrap.dedent("""
             os._exit(0)
         os._exit(0)
     os.waitpid(middle, 0)
-    time.sleep(0.3)
+    deadline = time.monotonic() + 20  # until the daemon exists and has come back to us
+    while not process_tree.descendants(os.getpid()) - {keeper} and time.monotonic() < deadline:
+        time.sleep(0.05)
     orphans = process_tree.descendants(os.getpid()) - {keeper}
     print("orphans", len(orphans), flush=True)
     killed = process_tree.sweep(os.getpid(), keep=set(), keep_trees={keeper})
@@ -165,7 +167,9 @@ WITNESS_SCRIPT = textwrap.dedent("""
                 sleeper()
             sleeper()
         sleeper()
-    time.sleep(0.5)
+    deadline = time.monotonic() + 20  # until all four processes under the launcher exist
+    while len(process_tree.descendants(ncu)) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
     parents = process_tree.parent_map()
     tree = process_tree.descendants(ncu, parents)
     witness = next(pid for pid in tree if len(process_tree.descendants(pid, parents)) == 1

@@ -57,10 +57,10 @@ CACHEABLE: dict[str, tuple[str, ...]] = {"home": (), "problem": ("gpu", "feature
 VERSIONED_ONLY = frozenset({"problem"})
 #: A rebuild that takes longer than this (or dies) lets another request try.
 REBUILD_LOCK_SECONDS = 30
-#: How long the site worker is remembered to have been asked for a page: a page still not stored
-#: when the lock above runs out (worker down, or its queue far behind) is then built by the web
-#: process itself.
-ASKED_SECONDS = 3 * REBUILD_LOCK_SECONDS
+#: The site worker is remembered to have been asked for a page until the page is stored (or as
+#: long as a page is kept): a page still not stored when the lock above runs out (worker down, or
+#: its queue far behind) is then built by the web process itself.
+ASKED_SECONDS = KEEP_SECONDS
 MAX_PARAMETER_CHARS = 32
 SKIPPED_HEADERS = frozenset({"content-length", "set-cookie", "date"})
 #: Marks the background rebuild's own request, which must go through the whole chain.

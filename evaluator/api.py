@@ -11,7 +11,9 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evaluator.harness import assemble
 from evaluator.harness.outcome import JudgeOutcome
@@ -19,6 +21,9 @@ from evaluator.harness.request import EvaluationRequest, Limits
 from evaluator.problems import Problem, get_problem
 from evaluator.report import EvaluationReport
 from evaluator.vocabulary import LANGUAGES, MODES
+
+if TYPE_CHECKING:
+    from evaluator.harness.warm import WarmStart
 
 __all__ = ["EvaluationRequest", "HarnessError", "Limits", "evaluate"]
 
@@ -69,9 +74,16 @@ def child_config(
     }
 
 
-def evaluate(request: EvaluationRequest) -> EvaluationReport:
-    """Judge one submission: correctness, timing, witness, report (docs/harness.md)."""
+def evaluate(request: EvaluationRequest, warm: WarmStart | None = None,
+             on_provisional: Callable[[EvaluationReport], None] | None = None) -> EvaluationReport:
+    """Judge one submission: correctness, timing, witness, report (docs/harness.md).
+
+    ``warm``: a warm spare's prepared child (``harness.warm``), used for this one job and closed.
+    ``on_provisional``: ranked mode, called with the report as it stands when the ranked stage
+    ended, before the witness (``witnessed`` false: shown, never ranked)."""
     _check(request)
+    if warm is not None and warm.device != request.device:
+        raise ValueError(f"a {request.device} job cannot run in a warm {warm.device} spare")
     problem = get_problem(request.problem)
     if request.shape_ids:
         shape_ids = [problem.shape(shape_id).shape_id for shape_id in request.shape_ids]
@@ -79,24 +91,36 @@ def evaluate(request: EvaluationRequest) -> EvaluationReport:
         shape_ids = [shape.shape_id for shape in problem.select_shapes(request.shapes, request.device)]
     seeds = [request.seed] if request.seed is not None else list(problem.test_seeds)
     started, started_at = time.perf_counter(), assemble.now_iso()
-    scratch = Path(tempfile.mkdtemp(prefix="solboard-job-"))
+    scratch = warm.scratch if warm is not None else Path(tempfile.mkdtemp(prefix="solboard-job-"))
+
+    def provisional(outcome: JudgeOutcome) -> None:
+        if on_provisional is not None:
+            on_provisional(assemble.provisional(request, problem, shape_ids, outcome, started_at,
+                                                time.perf_counter() - started))
+
     try:
-        outcome = _judge(request, problem, shape_ids, child_config(request, shape_ids, seeds), scratch)
+        outcome = _judge(request, problem, shape_ids, child_config(request, shape_ids, seeds), scratch, warm,
+                         provisional)
     finally:
+        if warm is not None:
+            warm.close()
         shutil.rmtree(scratch, ignore_errors=True)
     return assemble.build(request, problem, shape_ids, outcome, started_at, time.perf_counter() - started)
 
 
 def _judge(request: EvaluationRequest, problem: Problem, shape_ids: list[str], config: dict[str, object],
-           scratch: Path) -> JudgeOutcome:
-    """The judge's whole job, then (ranked mode) the witness of every passed shape."""
+           scratch: Path, warm: WarmStart | None, provisional: Callable[[JudgeOutcome], None]) -> JudgeOutcome:
+    """The judge's whole job, then (ranked mode) the provisional report and the witness of every
+    passed shape."""
     from evaluator.harness.judge import HarnessFailure, Judge
     from evaluator.harness.witness_run import witness_shapes
 
-    judge = Judge(request, problem, shape_ids, config, scratch)
+    judge = Judge(request, problem, shape_ids, config, scratch, warm)
     try:
         outcome = judge.run()
         if request.mode == "ranked" and outcome.status is None:
+            if any(shape.get("timing") for shape in outcome.shapes):
+                provisional(outcome)
             began = time.perf_counter()
             passed = [(problem.shape(shape["shape_id"]), shape) for shape in outcome.shapes]
             outcome.notes += witness_shapes(judge, passed)

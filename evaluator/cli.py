@@ -24,6 +24,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("problems", "evaluator.commands.problems_cmd"),
     ("sol", "evaluator.commands.sol_cmd"),
     ("run", "evaluator.commands.run_cmd"),
+    ("serve-spare", "evaluator.commands.spare_cmd"),
     ("calibrate", "evaluator.commands.calibrate_cmd"),
     ("schema", "evaluator.commands.schema_cmd"),
     ("check-ptx", "evaluator.commands.check_ptx_cmd"),

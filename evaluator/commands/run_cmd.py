@@ -10,8 +10,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from evaluator import jobstream
 from evaluator.vocabulary import COMPILE_LIMIT_S, LANGUAGES, MODES, RANKED_LIMIT_S, TEST_LIMIT_S, Language
+
+if TYPE_CHECKING:
+    from evaluator.harness.warm import WarmStart
+    from evaluator.report import EvaluationReport
 
 HELP = "evaluate a submission: correctness, cold-L2 timing, SOL and score"
 
@@ -43,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the witness collects kernel durations only (no launch facts)")
     parser.add_argument("--profile-sections", action="store_true",
                         help="the witness also collects ncu's SpeedOfLight/LaunchStats/Occupancy (slower)")
+    parser.add_argument("--stream", action="store_true",
+                        help="print JSON lines (evaluator/jobstream.py): in ranked mode a provisional "
+                        "report when the ranked stage ends, then the final report (what runners read)")
 
 
 #: The language a file's extension names; anything else is Python.
@@ -78,9 +87,13 @@ def _is_ceiling(key: str) -> bool:
     return key.endswith("_tflops") or key in ("hbm_tbps", "nvlink_gbps_per_direction")
 
 
-def build_request(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def build_request(args: argparse.Namespace, secret_seed: int | None = None):  # type: ignore[no-untyped-def]
+    """The request ``args`` describe; the secret seed comes from stdin (``--secret-seed-stdin``)
+    or, for a warm spare, with its job (``secret_seed``)."""
     from evaluator.api import EvaluationRequest, Limits
 
+    if args.secret_seed_stdin:
+        secret_seed = _secret_from_stdin()
     return EvaluationRequest(
         problem=args.problem,
         file=args.file,
@@ -89,7 +102,7 @@ def build_request(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         device=args.device,
         mode=args.mode,
         seed=args.seed,
-        secret_seed=_secret_from_stdin() if args.secret_seed_stdin else None,
+        secret_seed=secret_seed,
         shapes=args.shapes,
         limits=Limits(args.time_limit_compile, args.time_limit_test, args.time_limit_ranked, args.log_bytes),
         artifacts=args.artifacts,
@@ -100,14 +113,22 @@ def build_request(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def main(args: argparse.Namespace) -> int:
-    from evaluator.api import HarnessError, evaluate
     from evaluator.harness import process_tree
+
+    process_tree.own_process_tree()  # this process exists for this one job
+    return run_job(args)
+
+
+def run_job(args: argparse.Namespace, secret_seed: int | None = None, warm: WarmStart | None = None) -> int:
+    """Evaluate what ``args`` ask (in ``warm``, a warm spare's prepared processes, when given) and
+    print the report; the exit status of ``run``."""
+    from evaluator.api import HarnessError, evaluate
     from evaluator.harness.summary import human_summary
     from evaluator.problems import CatalogueError
 
-    process_tree.own_process_tree()  # this process exists for this one job
+    on_provisional = _stream_provisional if args.stream else None
     try:
-        report = evaluate(build_request(args))
+        report = evaluate(build_request(args, secret_seed), warm=warm, on_provisional=on_provisional)
     except (CatalogueError, ValueError, FileNotFoundError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -115,7 +136,17 @@ def main(args: argparse.Namespace) -> int:
         print(f"internal error: {error}", file=sys.stderr)
         return EXIT_INTERNAL
     try:
-        print(report.model_dump_json(indent=2) if args.json else human_summary(report))
+        if args.stream:
+            jobstream.emit_report("report", report.model_dump_json())
+        else:
+            print(report.model_dump_json(indent=2) if args.json else human_summary(report))
     except BrokenPipeError:  # a reader that stopped early (| head) is not the evaluator's failure
         pass
     return 0
+
+
+def _stream_provisional(report: EvaluationReport) -> None:
+    try:
+        jobstream.emit_report("provisional", report.model_dump_json())
+    except OSError:  # the reader went away: the final report will say the same (or nothing will)
+        pass

@@ -9,6 +9,7 @@ ranked shape (a flag on an unranked shape becomes a note: it cannot cost the ran
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 from typing import Any
 
@@ -156,6 +157,20 @@ def build(request: EvaluationRequest, problem: Problem, asked: list[str], outcom
     return report
 
 
+#: The note a provisional report carries (the runner also sends it as a provisional message).
+PROVISIONAL_NOTE = ("provisional: the ranked stage has ended and its witness is still running; shown, never "
+                    "ranked; the final report replaces it")
+
+
+def provisional(request: EvaluationRequest, problem: Problem, asked: list[str], outcome: JudgeOutcome,
+                started_at: str, wall_seconds: float) -> EvaluationReport:
+    """The report as it stands when the ranked stage ends: no shape witnessed yet, so it is not
+    rank-eligible and has no problem score. Built from a copy: the judge's outcome goes on."""
+    report = build(request, problem, asked, copy.deepcopy(outcome), started_at, wall_seconds)
+    report.notes.append(PROVISIONAL_NOTE)
+    return report
+
+
 def _sandbox(outcome: JudgeOutcome) -> dict[str, str]:
     facts = dict(SANDBOX_FACTS)
     dumpable = outcome.facts.get("judge_not_dumpable")
@@ -165,16 +180,31 @@ def _sandbox(outcome: JudgeOutcome) -> dict[str, str]:
         "the judge is a subreaper: orphans of the job come back to it and every process outside the witness "
         "session is killed before and after it" if outcome.facts.get("judge_subreaper")
         else "not swept (evaluation run in-process by a caller that owns its children)")
+    warm = outcome.facts.get("warm_spare")
+    facts["start"] = (
+        f"a warm spare: its judge and child were started and warmed before this job existed (waited "
+        f"{warm['idle_seconds']:.1f} s), knew nothing of it until it was handed over, and serve this job only"
+        if isinstance(warm, dict) else "a fresh judge and child, started for this job")
     return facts
+
+
+#: Parts of the child's start-up it reports (its claim: informational). A warm spare's child did
+#: all but ``job_warm_up`` before its job existed; the report names those ``spare_start_up.*``.
+START_UP_PARTS = ("imports", "device_init", "warm_up")
 
 
 def _phases(outcome: JudgeOutcome) -> dict[str, float]:
     phases = dict(outcome.phase_seconds)
     start_up = outcome.child_claims.get("start_up_seconds")
+    prefix = "spare_start_up" if outcome.facts.get("warm_spare") else "child_start_up"
     if isinstance(start_up, dict):
         for name, seconds in start_up.items():
-            if name in ("imports", "device_init", "warm_up") and isinstance(seconds, (int, float)):
-                phases[f"child_start_up.{name}"] = round(float(seconds), 3)
+            if not isinstance(seconds, (int, float)):
+                continue
+            if name in START_UP_PARTS:
+                phases[f"{prefix}.{name}"] = round(float(seconds), 3)
+            elif name == "job_warm_up":
+                phases["child_start_up.job_warm_up"] = round(float(seconds), 3)
     return phases
 
 

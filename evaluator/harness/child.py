@@ -29,7 +29,7 @@ import torch
 
 from evaluator.harness import anticheat, channel, work
 from evaluator.harness.correctness import check_identity, identity, poison_
-from evaluator.harness.device import device_info
+from evaluator.harness.device import device_info, warm_blas
 from evaluator.harness.shared import Mapped
 from evaluator.harness.submission import LoadedSubmission, SubmissionError, load
 from evaluator.harness.timing import CallFailed, TimedSet, TimingConfig, TimingRejected, time_cpu
@@ -47,10 +47,8 @@ class StopTiming(Exception):
 class Child:
     def __init__(self, rfd: int, wfd: int) -> None:
         self.rfd, self.wfd = rfd, wfd
-        self.config = channel.read_frame(rfd)
-        self.problem = get_problem(self.config["problem"])
-        self.refmod = self.problem.reference_module()
-        self.device = self.config["device"]
+        self.config: dict[str, Any] = {}
+        self.device = "cpu"
         self.mapped = Mapped()
         self.cold: Any = None
         self.submission: LoadedSubmission | None = None
@@ -69,12 +67,14 @@ class Child:
 
     # ------------------------------------------------------------ before the submission
 
-    def warm_up(self) -> None:
-        """Initialise everything that starts threads or loads libraries, before the import."""
+    def warm_up_device(self) -> None:
+        """Initialise everything that starts threads or loads libraries and needs no job: the
+        CUDA context, the profiler, the L2 controls, CUDA IPC, the BLAS handles and the intra-op
+        pool. A warm spare (``evaluator serve-spare``) does this before any job exists."""
         if self.device == "cuda":
             torch.cuda.init()
             torch.zeros(1, device="cuda")
-            import evaluator.harness.gpu_timing
+            import evaluator.harness.gpu_timing  # noqa: F401 - loaded before the integrity snapshot
             from evaluator.harness.l2 import ColdL2
 
             self.cold = ColdL2(torch.device("cuda"))
@@ -87,6 +87,11 @@ class Child:
             torch.set_num_threads(1)  # steadier wall-clock timing on a shared development machine
         spin = torch.randn(1 << 21)  # a parallel CPU op starts the intra-op pool now
         float((spin.double() - spin.double()).abs().sum())
+        warm_blas(self.device)
+
+    def warm_up_job(self) -> None:
+        """What depends on the job: the problem's own baseline once (its libraries' threads), the
+        PTX loader for native submissions. Still before the submission exists."""
         self._run_baseline_once()
         if self.config["language"] != "python":
             try:
@@ -110,15 +115,12 @@ class Child:
     # ------------------------------------------------------------ the conversation
 
     def run(self) -> None:
-        marks = [float(self.config.get("spawned_monotonic") or monotonic()), monotonic()]
-        facts = device_info(self.device)
-        marks.append(monotonic())
-        self.warm_up()
-        marks.append(monotonic())
-        self.start_up = {
-            name: round(max(end - begin, 0.0), 3)
-            for name, begin, end in zip(("imports", "device_init", "warm_up"), marks, marks[1:])
-        }
+        """Two warm-up steps, each on the judge's word: ``warm_up`` (the device; no job yet: a warm
+        spare stops here until its job comes) answered ``warmed``, then ``config`` (the job)
+        answered ``warm``; then the submission's import and the calls."""
+        facts = self.warm_for_device(self.expect("warm_up"))
+        self.send({"type": "warmed", "start_up_seconds": self.start_up})
+        self.warm_for_job(self.expect("config"))
         self.activity = anticheat.Activity.now()
         self.torch_state = anticheat.TorchState.capture()
         self.integrity = anticheat.standard_integrity(anticheat.harness_modules() + [sys.modules["__main__"]])
@@ -135,6 +137,31 @@ class Child:
             if handler is None:
                 raise channel.ChannelError(f"unexpected command {kind!r}")
             handler(command)
+
+    def warm_for_device(self, command: dict[str, Any]) -> dict[str, Any]:
+        """The job-independent start-up; returns the device's facts. Times its parts: imports (from
+        the judge's spawn), device_init, warm_up."""
+        self.device = str(command["device"])
+        marks = [float(command.get("spawned_monotonic") or monotonic()), monotonic()]
+        facts = device_info(self.device)
+        marks.append(monotonic())
+        self.warm_up_device()
+        marks.append(monotonic())
+        self.start_up = {
+            name: round(max(end - begin, 0.0), 3)
+            for name, begin, end in zip(("imports", "device_init", "warm_up"), marks, marks[1:])
+        }
+        return facts
+
+    def warm_for_job(self, config: dict[str, Any]) -> None:
+        if config.get("device", self.device) != self.device:
+            raise RuntimeError(f"the judge sent a {config.get('device')} job to a {self.device} child")
+        began = monotonic()
+        self.config = config
+        self.problem = get_problem(config["problem"])
+        self.refmod = self.problem.reference_module()
+        self.warm_up_job()
+        self.start_up["job_warm_up"] = round(monotonic() - began, 3)
 
     def expect(self, kind: str) -> dict[str, Any]:
         command = self.receive()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ctypes
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -30,6 +30,9 @@ from evaluator.harness.parent import ChildDied, ChildProcess, ChildTimeout, Prot
 from evaluator.harness.request import EvaluationRequest
 from evaluator.harness.shared import Arena
 from evaluator.problems import Problem
+
+if TYPE_CHECKING:
+    from evaluator.harness.warm import WarmStart
 
 PR_SET_DUMPABLE = 4
 #: Statuses the child may report against itself (never PASSED).
@@ -52,10 +55,22 @@ def shape_dict(shape: Any, status: str, message: str) -> dict[str, Any]:
             "message": message, "checks": [], "wall_seconds": 0.0}
 
 
+def spawn_child(scratch: Path, device: str, start_limit_s: float, log_cap: int) -> ChildProcess:
+    """A fresh untrusted child, told to warm up its device (no job yet: it learns the job from
+    the ``config`` the judge sends next, at once or, for a warm spare, once its job came)."""
+    child = ChildProcess(["-m", "evaluator.harness.child"], scratch, log_cap)
+    spawned = time.monotonic()
+    child.spawn(start_limit_s)
+    child.send({"type": "warm_up", "device": device, "spawned_monotonic": spawned})
+    return child
+
+
 class Judge:
     def __init__(self, request: EvaluationRequest, problem: Problem, shape_ids: list[str],
-                 config: dict[str, Any], scratch: Path) -> None:
+                 config: dict[str, Any], scratch: Path, warm: WarmStart | None = None) -> None:
         self.request, self.problem, self.config, self.scratch = request, problem, config, scratch
+        #: A warm spare's prepared child (and witness session), or None: start both now.
+        self.warm = warm
         self.shapes = [problem.shape(shape_id) for shape_id in shape_ids]
         self.refmod = problem.reference_module()
         self.device = request.device
@@ -91,9 +106,12 @@ class Judge:
         # Orphans of the job's processes come back to the judge, which clears them (process_tree).
         self.outcome.facts["judge_subreaper"] = process_tree.become_subreaper()
         limits = self.request.limits
-        self.child = ChildProcess(["-m", "evaluator.harness.child"], self.scratch, limits.log_bytes)
-        self.child.spawn(limits.compile_s)
-        self.child.send({**self.config, "spawned_monotonic": self.phase_began})
+        if self.warm is None:
+            self.child = spawn_child(self.scratch, self.device, limits.compile_s, limits.log_bytes)
+        else:
+            self.child = self.warm.hand_over_child(limits.compile_s, limits.log_bytes)
+            self.outcome.facts["warm_spare"] = self.warm.facts()
+        self.child.send(self.config)
         self._launch_witness()
         try:
             self._converse()
@@ -111,11 +129,18 @@ class Judge:
         return self.outcome
 
     def _launch_witness(self) -> None:
-        if self.request.mode != "ranked" or self.device != "cuda":
+        ready = self.warm.hand_over_witness() if self.warm is not None else None
+        wanted = self.request.mode == "ranked" and self.device == "cuda"
+        if ready is not None and wanted and ready.fits(self.request.profile, self.request.profile_sections):
+            self.witness_session = ready
+            return
+        if ready is not None:  # a test job, or one that asks ncu for other metrics
+            ready.discard()
+        if not wanted:
             return
         from evaluator.harness.witness import NcuSession
 
-        session = NcuSession(self, self.request.profile)
+        session = NcuSession(self.scratch, self.request.profile, self.request.profile_sections)
         if session.ncu is not None:
             session.launch()
             self.witness_session = session
@@ -127,6 +152,8 @@ class Judge:
 
     def _converse(self) -> None:
         self._prepare_device()
+        if self.warm is None:
+            self.child.receive("warmed")
         warm = self.child.receive("warm")
         self.outcome.child_claims["start_up_seconds"] = warm.get("start_up_seconds")
         self.next_phase("baseline")

@@ -40,6 +40,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from evaluator.harness import process_tree
@@ -200,28 +201,36 @@ def parse_ncu_output(text: str) -> list[Any]:
 
 
 class NcuSession:
-    """One ncu process around one witness child; the judge drives the calls."""
+    """One ncu process around one witness child; the judge drives the calls.
 
-    def __init__(self, judge: Any, profile: bool) -> None:
-        self.judge = judge
+    ``profile`` / ``sections``: the request's ``profile`` and ``profile_sections`` (what ncu
+    collects besides the duration); a warm spare launches its session before it knows the job, so
+    ``fits`` says whether a pre-launched session serves a given request."""
+
+    def __init__(self, scratch: Path, profile: bool, sections: bool = False) -> None:
+        self.scratch = scratch
         self.ncu = shutil.which("ncu")
-        self.profile = profile
+        self.profile, self.sections = profile, sections
         self.output = bytearray()
         self.name = f"solboard-witness-{secrets.token_hex(12)}"
         self.impostors = 0
         self.witness_pid: int | None = None
+        self.connection: socket.socket | None = None
         self.returncode: int | None = None
+
+    def fits(self, profile: bool, sections: bool) -> bool:
+        return (self.profile, self.profile and self.sections) == (profile, profile and sections)
 
     def command(self) -> list[str]:
         assert self.ncu is not None
         command = [self.ncu, "--clock-control", "none", "--cache-control", "all", "--target-processes", "all",
                    IGNORE_PROFILER_API, "--csv", "--page", "raw"]
-        if self.profile and getattr(self.judge.request, "profile_sections", False):
+        if self.profile and self.sections:
             for section in WITNESS_SECTIONS:
                 command += ["--section", section]
         else:
             command += ["--metrics", ",".join(WITNESS_METRICS if self.profile else WITNESS_METRICS[:1])]
-        log = self.judge.scratch / f"witness-{secrets.token_hex(6)}.log"
+        log = self.scratch / f"witness-{secrets.token_hex(6)}.log"
         return command + [sys.executable, "-m", "evaluator.harness.witness_child", "--socket", self.name,
                           "--log", str(log)]
 
@@ -232,15 +241,19 @@ class NcuSession:
         self.listener.bind("\0" + self.name)
         self.listener.listen(1)
         self.listener.settimeout(1.0)
-        self.process = subprocess.Popen(self.command(), cwd=self.judge.scratch, env=child_env(self.judge.scratch),
+        self.process = subprocess.Popen(self.command(), cwd=self.scratch, env=child_env(self.scratch),
                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         start_new_session=True)
         self.drain = threading.Thread(target=self._drain, name="solboard-ncu-output", daemon=True)
         self.drain.start()
 
     def start(self, limit_s: float) -> Any:
+        """The witness process's connection: accepted now, or earlier by a warm spare (before any
+        submission existed, so no impostor could have been first)."""
         if not hasattr(self, "process"):
             self.launch()
+        if self.connection is not None:
+            return self.connection
         deadline = time.monotonic() + limit_s
         while time.monotonic() < deadline and self.process.poll() is None:
             try:
@@ -256,6 +269,23 @@ class NcuSession:
             self.connection, self.witness_pid = connection, pid
             return self.connection
         raise OSError(f"the witness process never connected: {bytes(self.output[-600:]).decode(errors='replace')}")
+
+    def alive(self) -> bool:
+        return hasattr(self, "process") and self.process.poll() is None
+
+    def discard(self) -> None:
+        """A pre-launched session the job does not use: ncu and the witness process (its own
+        process group, which ran none of the submission) are killed; nothing else is swept."""
+        if hasattr(self, "process"):
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.process.wait()
+            self.drain.join(timeout=10)
+        for handle in (self.connection, getattr(self, "listener", None)):
+            if handle is not None:
+                handle.close()
 
     def _drain(self) -> None:
         assert self.process.stdout is not None
@@ -281,15 +311,15 @@ class NcuSession:
         # Whatever still holds ncu's output pipe (a daemon the witness process left) dies before EOF.
         process_tree.sweep(os.getpid(), keep=set())
         self.drain.join(timeout=10)
-        for handle in (getattr(self, "connection", None), self.listener):
+        for handle in (self.connection, self.listener):
             if handle is not None:
                 handle.close()
         text = bytes(self.output).decode("utf-8", errors="replace")
         self._finished = text
         dump = os.environ.get("SOLBOARD_WITNESS_DUMP")  # a folder: keep ncu's raw output (debugging)
         if dump:
-            with open(os.path.join(dump, f"{self.name}.txt"), "w") as handle:
-                handle.write(text)
+            with open(os.path.join(dump, f"{self.name}.txt"), "w") as out:
+                out.write(text)
         return text
 
     def tool(self) -> str:

@@ -62,7 +62,8 @@ def witness_shapes(judge: Any, passed: list[tuple[Any, dict[str, Any]]]) -> list
         for _, report in timed:
             report["witness"] = judge_wall_witness(report)
         return []
-    session = judge.witness_session or NcuSession(judge, judge.request.profile)
+    session = judge.witness_session or NcuSession(judge.scratch, judge.request.profile,
+                                                  judge.request.profile_sections)
     judge.witness_session = None
     if session.ncu is None:
         return ["no timing witness on this runner (ncu not found): the result is provisional, never ranked"]

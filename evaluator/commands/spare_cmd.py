@@ -1,0 +1,137 @@
+"""``python -m evaluator serve-spare --device D``: a warm spare, the process of a job not yet known.
+
+It starts and warms the judge and the untrusted child (and, on a GPU, the witness session; see
+``evaluator/harness/warm.py``), prints a ``ready`` line (``evaluator/jobstream.py``), and waits on
+stdin for exactly one job: one JSON line ``{"run": [ARGS], "secret_seed": N}``, where ARGS are the
+arguments ``python -m evaluator run`` would get (the secret seed travels in the line instead of on
+stdin). It runs that job as ``run --stream`` would, prints its report and exits: a spare never
+serves a second job.
+
+It prints ``not_ready`` and exits with ``EXIT_NOT_READY`` (75), having run nothing of any job,
+when its warm-up failed, its child or its witness process died or spoke unasked while it waited,
+no job came within ``--idle-limit`` seconds, or stdin closed without a job. The runner then starts
+another spare, or runs the job as a fresh process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from evaluator import jobstream
+from evaluator.commands import run_cmd
+from evaluator.vocabulary import COMPILE_LIMIT_S
+
+if TYPE_CHECKING:
+    from evaluator.harness.warm import WarmStart
+
+HELP = "a warm spare: start a job's processes before the job exists, then run the one job read from stdin"
+
+#: A spare nobody used for this long exits (the runner replaces spares well before: runners/spares.py).
+IDLE_LIMIT_S = 3600.0
+#: The job line holds arguments and a seed, never the source (that is a file in the scratch folder).
+REQUEST_MAX_BYTES = 1 << 20
+#: How often the waiting spare checks that its witness process is still alive.
+CHECK_EVERY_S = 1.0
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    args: argparse.Namespace
+    secret_seed: int | None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--idle-limit", type=float, default=IDLE_LIMIT_S, metavar="S",
+                        help="exit (not ready) when no job came within S seconds of being ready")
+    parser.add_argument("--start-limit", type=float, default=COMPILE_LIMIT_S, metavar="S",
+                        help="the warm-up must be done within S seconds")
+
+
+def main(args: argparse.Namespace) -> int:
+    from evaluator.harness import process_tree
+    from evaluator.harness.judge import not_dumpable
+    from evaluator.harness.warm import SpareFailed, prepare
+
+    # As ``run``: this process exists for one job; no process of the job may read its memory, and
+    # orphans of its children come back to it.
+    process_tree.own_process_tree()
+    not_dumpable()
+    process_tree.become_subreaper()
+    try:
+        warm = prepare(args.device, args.start_limit)
+    except SpareFailed as error:
+        return not_ready(str(error))
+    jobstream.emit("ready", device=args.device, pid=os.getpid(), start_up_seconds=warm.start_up)
+    outcome = wait_for_job(warm, args.idle_limit)
+    if isinstance(outcome, str):
+        warm.close()
+        return not_ready(outcome)
+    if outcome.args.device != warm.device:
+        warm.close()
+        return not_ready(f"a {outcome.args.device} job for a {warm.device} spare")
+    problem = warm.problem()  # once more: its child may have died while the job line arrived
+    if problem is not None:
+        warm.close()
+        return not_ready(problem)
+    outcome.args.stream = True  # stdout is the event stream from the first line on
+    return run_cmd.run_job(outcome.args, outcome.secret_seed, warm)
+
+
+def not_ready(reason: str) -> int:
+    try:
+        jobstream.emit("not_ready", reason=reason[-4000:])
+    except OSError:
+        pass
+    return jobstream.EXIT_NOT_READY
+
+
+def wait_for_job(warm: WarmStart, idle_limit_s: float) -> JobRequest | str:
+    """The one job from stdin, or why there is none. While waiting, the child's channel is
+    watched: it speaks only when asked, so anything there (or its end) means it is not fit."""
+    deadline = time.monotonic() + idle_limit_s
+    received = b""
+    while b"\n" not in received:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return f"no job came within its idle limit of {idle_limit_s:g} s"
+        readable, _, _ = select.select([0, warm.child.from_child], [], [], min(remaining, CHECK_EVERY_S))
+        if warm.child.from_child in readable or not readable:
+            problem = warm.problem()
+            if problem is not None:
+                return problem
+        if 0 in readable:
+            chunk = os.read(0, 65536)
+            if not chunk:
+                return "stdin closed without a job"
+            received += chunk
+            if len(received) > REQUEST_MAX_BYTES:
+                return f"the job line exceeds {REQUEST_MAX_BYTES} bytes"
+    return parse_request(received.split(b"\n", 1)[0])
+
+
+def parse_request(line: bytes) -> JobRequest | str:
+    try:
+        data = json.loads(line)
+    except ValueError as error:
+        return f"the job line is not JSON ({error})"
+    run_args, seed = (data.get("run"), data.get("secret_seed")) if isinstance(data, dict) else (None, None)
+    if not (isinstance(run_args, list) and all(isinstance(item, str) for item in run_args)):
+        return "the job line has no list of run arguments"
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        return "the job line's secret seed is not an integer"
+    parser = argparse.ArgumentParser(prog="python -m evaluator run", exit_on_error=False)
+    run_cmd.add_arguments(parser)
+    try:
+        args = parser.parse_args(run_args)
+    except (argparse.ArgumentError, SystemExit) as error:
+        return f"the job's run arguments do not parse ({error})"
+    if args.secret_seed_stdin:
+        return "a spare's job brings its secret seed in the job line, not on stdin"
+    return JobRequest(args, seed)

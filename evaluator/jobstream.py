@@ -1,0 +1,74 @@
+"""What a job's evaluator process prints for its runner: one JSON object per line (``--stream``).
+
+Standard library only: the runner reads it without importing torch. The judge alone writes this
+stream (its stdout); the untrusted child and the witness process write into log files, never here,
+and the judge is not dumpable, so no process of the job can reach its descriptors through /proc.
+
+Events, in the order they can appear:
+
+- ``ready``: a warm spare (``python -m evaluator serve-spare``) started, warmed its judge and its
+  child, and waits for its one job on stdin. It knows nothing of that job yet.
+- ``not_ready``: a spare that cannot take a job (its child died, its idle limit passed, the job's
+  request does not fit it); it exits without running anything of the job.
+- ``provisional``: ranked mode, when the ranked stage ended and before the witness: the report as
+  it stands, ``witnessed`` false (shown, never ranked). The final report replaces it.
+- ``report``: the final report; the process exits after it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, Literal
+
+Event = Literal["ready", "not_ready", "provisional", "report"]
+EVENTS: tuple[Event, ...] = ("ready", "not_ready", "provisional", "report")
+#: A spare that could not take its job exits with this status (EX_TEMPFAIL): the runner runs the
+#: job as a fresh process instead. Nothing of the job ran in the spare.
+EXIT_NOT_READY = 75
+
+
+def emit(event: Event, **fields: Any) -> None:
+    """One event line on stdout, written whole (a reader never sees half of one)."""
+    _write_line(json.dumps({"event": event, **fields}, separators=(",", ":"), allow_nan=False))
+
+
+def emit_report(event: Event, report_json: str) -> None:
+    """A report event; ``report_json`` is the report as its model serialises it (pydantic writes
+    NaN and infinities as null, which ``json.dumps`` would refuse)."""
+    if "\n" in report_json:
+        raise ValueError("a report on the stream must be one line")
+    _write_line(f'{{"event":{json.dumps(event)},"report":{report_json}}}')
+
+
+def _write_line(line: str) -> None:
+    data = (line + "\n").encode()
+    sys.stdout.flush()
+    view = memoryview(data)
+    while view:
+        view = view[os.write(sys.stdout.fileno(), view):]
+
+
+def parse_line(line: bytes) -> dict[str, Any] | None:
+    """One event, or None when the line is not one (the reader decides what that means)."""
+    try:
+        value = json.loads(line)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(value, dict) or value.get("event") not in EVENTS:
+        return None
+    return value
+
+
+def complete_lines(data: bytes) -> list[bytes]:
+    """The complete lines of ``data`` (a last line without its newline is still being written)."""
+    return data.split(b"\n")[:-1]
+
+
+def last_event(data: bytes, event: Event) -> dict[str, Any] | None:
+    for line in reversed(complete_lines(data)):
+        parsed = parse_line(line)
+        if parsed is not None and parsed["event"] == event:
+            return parsed
+    return None

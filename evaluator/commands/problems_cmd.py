@@ -28,6 +28,8 @@ def problem_summary(problem: Problem) -> dict[str, Any]:
         "description": problem.description,
         "kind": problem.kind,
         "world_size": problem.world_size,
+        "world_sizes": list(problem.world_sizes),
+        "comm_bytes": problem.comm_bytes_formula,
         "version": problem.version,
         "axes": list(problem.axes),
         "inputs": [asdict(spec) for spec in problem.inputs],

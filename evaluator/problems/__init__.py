@@ -27,6 +27,10 @@ from evaluator.vocabulary import LANGUAGES
 
 CATALOGUE_DIR = Path(__file__).resolve().parent
 
+#: The axis a multi-GPU problem's shapes and counts read the number of ranks from. It is not part of
+#: a shape (shape ids stay the same at every world size): the harness adds it (``Problem.axes_at``).
+WORLD_SIZE_AXIS = "world_size"
+
 #: Flop classes, each with its own peak in ``evaluator/gpus.toml``.
 FLOP_CLASSES = ("bf16_tensor", "fp16_tensor", "fp8_tensor", "tf32_tensor", "fp32_simt", "fp64")
 DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int32", "int64", "float64")
@@ -109,11 +113,18 @@ class TensorSpec:
 
 
 def _dim_size(dim: str | int, axes: dict[str, int]) -> int:
-    """A literal size, an axis name, or ``AXIS+n`` / ``AXIS-n`` (e.g. ``G+1`` group offsets)."""
+    """A literal size, an axis name, ``AXIS+n`` / ``AXIS-n`` (e.g. ``G+1`` group offsets), or
+    ``AXIS/AXIS`` (a multi-GPU problem's per-rank share, ``M/world_size``: it must divide exactly)."""
     if isinstance(dim, int):
         return dim
     if dim in axes:
         return axes[dim]
+    numerator, slash, denominator = (part.strip() for part in dim.partition("/"))
+    if slash and numerator in axes and denominator in axes:
+        whole, parts = axes[numerator], axes[denominator]
+        if parts <= 0 or whole % parts:
+            raise CatalogueError(f"dimension {dim!r}: {numerator}={whole} is not divisible by {denominator}={parts}")
+        return whole // parts
     for sign, op in (("+", 1), ("-", -1)):
         name, _, offset = dim.partition(sign)
         if offset and name.strip() in axes and offset.strip().isdigit():
@@ -139,6 +150,7 @@ class Problem:
     title: str
     description: str
     kind: Literal["single", "multi"]
+    #: The world size the site queues this problem for (``gpu.<type>.x<world_size>``); 1 if single.
     world_size: int
     version: int
     axes: tuple[str, ...]
@@ -161,6 +173,20 @@ class Problem:
     #: passes them to ``kernel`` and ``baseline`` as keyword ints after the tensors
     #: (``kernel(*inputs, *outputs, **problem.call_kwargs(axes))``). Empty for most problems.
     scalar_args: tuple[str, ...] = ()
+    #: Multi-GPU problems: every world size the shapes divide evenly for (``world_size`` among them).
+    world_sizes: tuple[int, ...] = (1,)
+    #: Multi-GPU problems: the lower bound on bytes each GPU sends, in words (``counts.py`` computes it).
+    comm_bytes_formula: str = ""
+
+    def axes_at(self, axes: dict[str, int], world_size: int | None = None) -> dict[str, int]:
+        """A shape's axes as the kernel, counts and reference of one world size see them: a multi-GPU
+        problem's gain ``world_size`` (default: the problem's own); a single-GPU problem's are as given."""
+        if self.kind != "multi":
+            return dict(axes)
+        size = self.world_size if world_size is None else int(world_size)
+        if size not in self.world_sizes:
+            raise CatalogueError(f"{self.name} runs at world sizes {list(self.world_sizes)}, not {size}")
+        return {**axes, WORLD_SIZE_AXIS: size}
 
     def call_kwargs(self, axes: dict[str, int]) -> dict[str, int]:
         """Keyword arguments of a kernel or baseline call on a shape with these axes."""
@@ -198,7 +224,11 @@ class Problem:
         raise CatalogueError(f"{self.name} has no shape {shape_id!r}")
 
     def counts(self, axes: dict[str, int]) -> Counts:
+        """Exact counts of one call; a multi-GPU problem's at ``axes["world_size"]`` when given, else
+        at the problem's own world size (what the site stores and ranks)."""
         module = importlib.import_module(f"evaluator.problems.{self.name}.counts")
+        if self.kind == "multi" and WORLD_SIZE_AXIS not in axes:
+            axes = self.axes_at(axes)
         return module.counts(dict(axes))
 
     def reference_module(self) -> ModuleType:
@@ -249,12 +279,13 @@ def load_problem(folder: Path) -> Problem:
     languages = tuple(meta.get("languages", ["python"]))
     if not set(languages) <= set(LANGUAGES):
         raise CatalogueError(f"{where}: languages {languages} not within {LANGUAGES}")
-    return Problem(
+    kind, world_size, world_sizes = _world(meta, where)
+    problem = Problem(
         name=meta["name"],
         title=meta["title"],
         description=meta["description"].strip(),
-        kind=meta.get("kind", "single"),
-        world_size=int(meta.get("world_size", 1)),
+        kind=kind,
+        world_size=world_size,
         version=int(meta["version"]),
         axes=axes,
         inputs=_tensor_specs(meta["inputs"], where),
@@ -271,7 +302,46 @@ def load_problem(folder: Path) -> Problem:
         folder=folder,
         output_tolerances=_output_tolerances(tolerance, meta["outputs"], where),
         scalar_args=_scalar_args(meta.get("scalar_args", []), axes, where),
+        world_sizes=world_sizes,
+        comm_bytes_formula=str(meta.get("comm_bytes", "")).strip(),
     )
+    if kind == "multi":
+        _check_multi(problem, where)
+    return problem
+
+
+def _world(meta: dict[str, Any], where: str) -> tuple[Literal["single", "multi"], int, tuple[int, ...]]:
+    """(kind, world size, world sizes). A single-GPU problem runs on one GPU; a multi-GPU one on
+    ``world_size`` GPUs by default and on any of ``world_sizes`` (issue 14 ranks the larger ones)."""
+    kind = meta.get("kind", "single")
+    if kind == "single":
+        if int(meta.get("world_size", 1)) != 1 or "world_sizes" in meta:
+            raise CatalogueError(f"{where}: a single-GPU problem has world size 1")
+        return "single", 1, (1,)
+    if kind != "multi":
+        raise CatalogueError(f"{where}: kind {kind!r} must be single or multi")
+    world_size = int(meta.get("world_size", 2))
+    world_sizes = tuple(sorted({int(size) for size in meta.get("world_sizes", [world_size])}))
+    if world_size not in world_sizes or min(world_sizes) < 2:
+        raise CatalogueError(f"{where}: world_sizes {list(world_sizes)} must be >= 2 and hold world_size {world_size}")
+    return "multi", world_size, world_sizes
+
+
+def _check_multi(problem: Problem, where: str) -> None:
+    """Every tensor of every shape has a per-rank size at every world size (shares divide evenly),
+    no shape names the world-size axis, and the communication lower bound is stated."""
+    if WORLD_SIZE_AXIS in problem.axes:
+        raise CatalogueError(f"{where}: {WORLD_SIZE_AXIS} is added by the harness, not an axis of a shape")
+    if not problem.comm_bytes_formula:
+        raise CatalogueError(f"{where}: a multi-GPU problem states its comm_bytes lower bound")
+    for shape in problem.shapes:
+        for size in problem.world_sizes:
+            axes = problem.axes_at(shape.axes, size)
+            for spec in problem.inputs + problem.outputs:
+                try:
+                    spec.concrete_shape(axes)
+                except CatalogueError as error:
+                    raise CatalogueError(f"{where}: shape {shape.shape_id} at world size {size}: {error}") from None
 
 
 def _scalar_args(names: list[str], axes: tuple[str, ...], where: str) -> tuple[str, ...]:

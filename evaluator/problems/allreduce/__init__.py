@@ -1,0 +1,1 @@
+"""allreduce: bf16 sum all-reduce across the ranks (metadata in problem.toml)."""

@@ -1,0 +1,226 @@
+"""Multi-GPU problems in the catalogue: metadata and its validation, exact counts with the
+communication term, speed of light with the link term, and references and tolerances that pass an
+honest bf16 collective and fail a lower-precision one. Pure computation on the CPU: no process
+group (tests/evaluator/test_multi_harness.py runs the harness with gloo)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from evaluator.gpus import get_gpu_spec
+from evaluator.problems import CatalogueError, Problem, get_problem, load_catalogue, load_problem
+from evaluator.scoring import sol_figures
+from evaluator.sol import t_sol
+
+REPO = Path(__file__).resolve().parents[2]
+MULTI = sorted(name for name, problem in load_catalogue().items() if problem.kind == "multi")
+GIB = 1 << 30
+
+
+def test_the_catalogue_has_the_first_multi_gpu_problems_ranked_at_two_gpus() -> None:
+    assert {"allreduce"} <= set(MULTI)
+    for name in MULTI:
+        problem = get_problem(name)
+        assert problem.world_size == 2 and problem.world_sizes == (2, 4, 8), name
+        assert problem.comm_bytes_formula, name
+
+
+@pytest.mark.parametrize("name", MULTI)
+def test_every_multi_problem_has_cpu_shapes_ranked_gpu_shapes_and_three_distributions(name: str) -> None:
+    problem = get_problem(name)
+    cpu = problem.select_shapes("all", device="cpu")
+    assert 1 <= len(cpu) <= 2 and not any(shape.ranked for shape in cpu)
+    assert problem.ranked_shapes and any(shape.quick for shape in problem.shapes)
+    assert len(problem.distributions) >= 3 and problem.test_seeds
+    for shape in cpu:
+        counts = problem.counts(problem.axes_at(shape.axes, 4))
+        assert counts.bytes < 16e6 and counts.total_flops < 1e9, shape.shape_id
+
+
+@pytest.mark.parametrize("name", MULTI)
+@pytest.mark.parametrize("world_size", [2, 4, 8])
+def test_rank_shares_tile_the_global_data_and_match_the_declared_per_rank_specs(name: str, world_size: int) -> None:
+    problem = get_problem(name)
+    module = problem.reference_module()
+    for shape in problem.select_shapes("all", device="cpu"):
+        axes = problem.axes_at(shape.axes, world_size)
+        global_inputs = module.generate_inputs(axes, 1, "cpu", problem.distributions[0])
+        reference = module.reference(global_inputs, axes)
+        for rank in range(world_size):
+            mine = module.rank_inputs(global_inputs, axes, rank)
+            assert list(mine) == [spec.name for spec in problem.inputs]
+            for spec in problem.inputs:
+                assert tuple(mine[spec.name].shape) == spec.concrete_shape(axes), (spec.name, rank)
+                assert str(mine[spec.name].dtype) == f"torch.{spec.dtype}" and mine[spec.name].is_contiguous()
+            expected = module.rank_outputs(reference, axes, rank)
+            for spec in problem.outputs:
+                assert tuple(expected[spec.name].shape) == spec.concrete_shape(axes), (spec.name, rank)
+
+
+@pytest.mark.parametrize("name", MULTI)
+def test_inputs_are_deterministic_per_seed_and_differ_across_seeds_and_distributions(name: str) -> None:
+    problem = get_problem(name)
+    generate = problem.reference_module().generate_inputs
+    axes = problem.axes_at(problem.select_shapes("all", device="cpu")[0].axes, 2)
+    first = problem.inputs[0].name
+    normal = generate(axes, 1, "cpu", problem.distributions[0])[first]
+    assert torch.equal(normal, generate(axes, 1, "cpu", problem.distributions[0])[first])
+    assert not torch.equal(normal, generate(axes, 2, "cpu", problem.distributions[0])[first])
+    for other in problem.distributions[1:]:
+        assert not torch.equal(normal, generate(axes, 1, "cpu", other)[first]), other
+
+
+# ---------------------------------------------------------------- the world-size axis and its checks
+
+
+def test_axes_at_adds_the_world_size_and_refuses_one_the_problem_has_not() -> None:
+    problem = get_problem("allreduce")
+    assert problem.axes_at({"N": 8}) == {"N": 8, "world_size": 2}
+    assert problem.axes_at({"N": 8}, 4) == {"N": 8, "world_size": 4}
+    with pytest.raises(CatalogueError, match="world sizes"):
+        problem.axes_at({"N": 8}, 3)
+    assert get_problem("vector_add").axes_at({"N": 8}, 4) == {"N": 8}
+
+
+def _write_problem(folder: Path, extra: str, shape: str, tensor_shape: str) -> Problem:
+    folder.mkdir()
+    (folder / "problem.toml").write_text(f"""
+name = "{folder.name}"
+title = "t"
+version = 1
+description = "d"
+axes = ["M"]
+{extra}
+[[inputs]]
+name = "x"
+shape = {tensor_shape}
+dtype = "bfloat16"
+[[outputs]]
+name = "y"
+shape = ["M"]
+dtype = "bfloat16"
+[tolerance]
+atol = 0.01
+rtol = 0.01
+[[shapes]]
+{shape}
+""")
+    return load_problem(folder)
+
+
+def test_a_shape_whose_per_rank_share_does_not_divide_is_refused(tmp_path: Path) -> None:
+    multi = 'kind = "multi"\nworld_size = 2\nworld_sizes = [2, 4, 8]\ncomm_bytes = "M bytes"'
+    problem = _write_problem(tmp_path / "fine", multi, "M = 24", '["M/world_size"]')
+    assert problem.inputs[0].concrete_shape(problem.axes_at({"M": 24}, 8)) == (3,)
+    with pytest.raises(CatalogueError, match="world size 4.*not divisible"):
+        _write_problem(tmp_path / "uneven", multi, "M = 6", '["M/world_size"]')
+
+
+def test_a_multi_problem_must_state_its_world_sizes_and_comm_bound(tmp_path: Path) -> None:
+    with pytest.raises(CatalogueError, match="comm_bytes"):
+        _write_problem(tmp_path / "a", 'kind = "multi"\nworld_sizes = [2]', "M = 4", '["M"]')
+    with pytest.raises(CatalogueError, match="world_sizes"):
+        _write_problem(tmp_path / "b", 'kind = "multi"\nworld_size = 2\nworld_sizes = [4]\ncomm_bytes = "x"',
+                       "M = 4", '["M"]')
+    with pytest.raises(CatalogueError, match="world size 1"):
+        _write_problem(tmp_path / "c", 'kind = "single"\nworld_size = 2', "M = 4", '["M"]')
+
+
+# ---------------------------------------------------------------- counts and the speed of light
+
+
+@pytest.mark.parametrize(
+    "world_size, comm_bytes",
+    [
+        (2, 2 * (1 / 2) * GIB),  # 2 (W-1)/W x N x 2 bytes, N = 2^29 bf16 = 1 GiB
+        (4, 2 * (3 / 4) * GIB),
+        (8, 2 * (7 / 8) * GIB),
+    ],
+)
+def test_allreduce_counts_are_exact_with_the_all_reduce_lower_bound(world_size: int, comm_bytes: float) -> None:
+    counts = get_problem("allreduce").counts({"N": GIB // 2, "world_size": world_size})
+    assert counts.comm_bytes == comm_bytes
+    assert counts.bytes == 2 * world_size * GIB  # every rank reads 1 GiB and writes 1 GiB
+    assert counts.flops == {"fp32_simt": (world_size - 1) * GIB / 2}
+
+
+def test_counts_without_a_world_size_are_at_the_problems_own() -> None:
+    problem = get_problem("allreduce")
+    assert problem.counts({"N": 1024}) == problem.counts({"N": 1024, "world_size": 2})
+
+
+def test_a_1_gib_allreduce_on_two_h200s_is_link_bound_at_450_gb_per_s_per_direction() -> None:
+    problem = get_problem("allreduce")
+    counts = problem.counts({"N": GIB // 2, "world_size": 2})
+    bound = t_sol(counts, get_gpu_spec("h200"), world_size=2)
+    assert bound.bound == "link"
+    assert bound.t_sol_us == pytest.approx(GIB / 450e9 * 1e6)  # 2386.1 us
+    assert bound.t_memory_s == pytest.approx(2 * GIB / 4.8e12)  # each GPU: 1 GiB read + 1 GiB written
+    # a B200 pair (NVLink 5, 900 GB/s per direction) halves it
+    assert t_sol(counts, get_gpu_spec("b200"), world_size=2).t_sol_us == pytest.approx(GIB / 900e9 * 1e6)
+
+
+def test_sol_figures_of_a_multi_gpu_shape_take_the_calibrated_bus_bandwidth_as_attainable() -> None:
+    counts = get_problem("allreduce").counts({"N": GIB // 2, "world_size": 2})
+    figures = sol_figures(counts, get_gpu_spec("h200"), 4000e-6, 5000e-6,
+                          calibration={"nvlink_gbps_per_direction": 360.0}, world_size=2)
+    assert figures.bound == "link" and figures.comm_bytes == GIB
+    assert figures.sol_fraction == pytest.approx(GIB / 450e9 / 4000e-6)
+    assert figures.sol_fraction_attainable == pytest.approx(GIB / 360e9 / 4000e-6)
+    assert 0.5 < figures.score < 1
+
+
+def test_the_sol_command_gives_a_multi_gpu_problem_at_each_world_size() -> None:
+    def rows(world_size: int) -> dict[str, dict]:
+        result = subprocess.run(
+            [sys.executable, "-m", "evaluator", "sol", "allreduce", "--gpu", "h200", "--world-size",
+             str(world_size), "--json"], cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+        assert result.returncode == 0, result.stderr
+        return {row["shape_id"]: row for row in json.loads(result.stdout)["shapes"]}
+
+    two, four = rows(2), rows(4)
+    assert two["n536870912"]["bound"] == "link"
+    assert four["n536870912"]["t_sol_us"] == pytest.approx(two["n536870912"]["t_sol_us"] * 1.5)
+
+
+# ---------------------------------------------------------------- tolerance: honest bf16 rings pass
+
+
+def nccl_like_ring_allreduce(x: torch.Tensor) -> torch.Tensor:
+    """A bf16 ring all-reduce as NCCL orders it: chunk c starts at rank c+1 and every hop rounds the
+    partial sum to bf16 (W - 1 roundings)."""
+    world, n = x.shape
+    out = torch.empty(n, dtype=torch.bfloat16)
+    chunk = torch.arange(n) % world
+    for c in range(world):
+        where = chunk == c
+        partial = x[(c + 1) % world, where].float()
+        for hop in range(2, world + 1):
+            partial = (partial + x[(c + hop) % world, where].float()).bfloat16().float()
+        out[where] = partial.bfloat16()
+    return out
+
+
+def _matched(problem: Problem, got: torch.Tensor, reference: torch.Tensor) -> float:
+    allowed = problem.tolerance_for("y").allowed_error(reference)
+    return float(((got.double() - reference).abs() <= allowed).double().mean())
+
+
+@pytest.mark.parametrize("world_size", [2, 4, 8])
+def test_allreduce_tolerance_passes_a_bf16_ring_and_fails_fp8_transport(world_size: int) -> None:
+    problem = get_problem("allreduce")
+    module = problem.reference_module()
+    axes = {"N": 1 << 18, "world_size": world_size}
+    for distribution in problem.distributions:
+        global_inputs = module.generate_inputs(axes, 1, "cpu", distribution)
+        reference = module.reference(global_inputs, axes)["y"]
+        honest = nccl_like_ring_allreduce(global_inputs["x"])
+        assert _matched(problem, honest, reference) >= problem.tolerance_for("y").matched_ratio, distribution
+        fp8 = global_inputs["x"].to(torch.float8_e4m3fn).double().sum(dim=0).bfloat16()
+        assert _matched(problem, fp8, reference) < 0.995, distribution

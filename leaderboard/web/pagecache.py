@@ -37,7 +37,6 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.cache import cache
 from django.core.exceptions import DisallowedHost
 from django.core.handlers.asgi import ASGIRequest
 from django.core.handlers.base import BaseHandler
@@ -47,7 +46,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.urls import Resolver404, resolve
 
 from leaderboard.middleware import HybridMiddleware
-from leaderboard.web.cache import KEEP_SECONDS, data_version, version_keys
+from leaderboard.web.cache import KEEP_SECONDS, data_version, shared_cache, version_keys
 
 #: Pages cached whole for anonymous visitors: URL name -> the query parameters the page reads.
 CACHEABLE: dict[str, tuple[str, ...]] = {"home": (), "problem": ("gpu", "features")}
@@ -139,12 +138,12 @@ def _canonical_query(request: HttpRequest, allowed: tuple[str, ...]) -> str | No
 
 def lookup(plan: Plan) -> Lookup:
     """The stored page, if any; an out-of-date one is still served while a rebuild is started."""
-    found = cache.get_many([plan.key, *plan.versions])
+    found = shared_cache().get_many([plan.key, *plan.versions])
     version = data_version(found, plan.versions)
     entry = found.get(plan.key)
     if not isinstance(entry, dict):
         return Lookup(None, version)
-    if not plan.fresh(entry, version) and cache.add(f"{plan.key}:rebuilding", 1, REBUILD_LOCK_SECONDS):
+    if not plan.fresh(entry, version) and shared_cache().add(f"{plan.key}:rebuilding", 1, REBUILD_LOCK_SECONDS):
         rebuild_later(plan, version)
     return Lookup(_response(entry, time.time() - entry["built_at"]), version)
 
@@ -162,8 +161,8 @@ def store(plan: Plan, version: str, response: HttpResponseBase) -> None:
     if response.status_code == 200 and isinstance(response, HttpResponse) and not response.cookies:
         headers = [(name, value) for name, value in response.items() if name.lower() not in SKIPPED_HEADERS]
         entry = {"version": version, "built_at": time.time(), "body": response.content, "headers": headers}
-        cache.set(plan.key, entry, KEEP_SECONDS)
-    cache.delete_many([f"{plan.key}:rebuilding", f"{plan.key}:asked"])
+        shared_cache().set(plan.key, entry, KEEP_SECONDS)
+    shared_cache().delete_many([f"{plan.key}:rebuilding", f"{plan.key}:asked"])
 
 
 # ---------------------------------------------------------------- rebuilding out of the request
@@ -186,7 +185,7 @@ def send_rebuild(plan: Plan, version: str) -> None:
     (``ASKED_SECONDS``), or when the broker cannot be reached: the page still follows."""
     from leaderboard.dispatch.enqueue import celery_app
 
-    if not cache.add(f"{plan.key}:asked", 1, ASKED_SECONDS):
+    if not shared_cache().add(f"{plan.key}:asked", 1, ASKED_SECONDS):
         _log.warning("the site worker has not rebuilt %s in %s s; building it here", plan.key, REBUILD_LOCK_SECONDS)
         rebuild_here(plan, version)
         return
@@ -227,10 +226,10 @@ def plan_of_message(message: Any) -> Plan | None:
 def rebuild_if_out_of_date(plan: Plan) -> bool:
     """The site worker's rebuild: under the data version read now (before the rows the page is
     built from), unless the stored copy is fresh already (a second request for the same page)."""
-    found = cache.get_many([plan.key, *plan.versions])
+    found = shared_cache().get_many([plan.key, *plan.versions])
     version = data_version(found, plan.versions)
     if plan.fresh(found.get(plan.key), version):
-        cache.delete_many([f"{plan.key}:rebuilding", f"{plan.key}:asked"])
+        shared_cache().delete_many([f"{plan.key}:rebuilding", f"{plan.key}:asked"])
         return False
     rebuild(plan, version)
     return True

@@ -2,6 +2,8 @@
 
 - A result makes its own problem's pages and the home page out of date, not the other problems'
   pages (each rebuild is paid only where the result shows).
+- Under ASGI every request uses the process's one cache object (Django's ``cache`` is one per
+  asyncio task: a new Redis connection per request).
 - With a shared page cache (``SOLBOARD_CACHE_URL``) the rebuild goes to the site worker as the
   ``leaderboard.rebuild_page`` task, which builds and stores the page; the web process only serves
   stored pages. The message names the page's URL only; the worker refuses anything that is not a
@@ -14,15 +16,18 @@ The cast (tests/conftest.py): alice and bob submit; the client is an anonymous v
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import json
 import re
 import time
 from typing import Any
 
 import pytest
-from django.core.cache import cache
+from django.core.cache import cache, caches
 from django.test import Client
 
+from leaderboard.web import cache as web_cache
 from leaderboard.web import pagecache
 from leaderboard.web.tasks import rebuild_page
 from tests.leaderboard.web_helpers import ranked
@@ -156,3 +161,30 @@ def test_without_a_shared_cache_the_web_process_rebuilds_it(client: Client, cata
     cache.set(key, {**cache.get(key), "built_at": time.time() - 61})
     stale_visit(client, "/")
     assert shared["celery"].sent == [] and [plan.key for plan, _ in shared["built_here"]] == [key]
+
+
+def test_every_request_of_the_asgi_front_uses_the_process_cache_object(client: Client, catalogue: None,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    built = client.get("/problems/vector_add/?gpu=h200")
+    made: list[str] = []
+    real = caches.create_connection
+    monkeypatch.setattr(caches, "create_connection", lambda alias: made.append(alias) or real(alias))
+    monkeypatch.setattr(web_cache, "_shared", None)
+    sent: list[dict[str, Any]] = []
+
+    async def never_called(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("a stored page must not reach the application")
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "GET", "path": "/problems/vector_add/", "query_string": b"gpu=h200",
+             "headers": [(b"host", b"testserver")], "scheme": "http", "root_path": ""}
+    front = pagecache.AnonymousPageCacheASGI(never_called)
+
+    async def visitors() -> None:  # one task per request, as uvicorn runs them
+        await asyncio.gather(*(asyncio.create_task(front(scope, None, send)) for _ in range(5)))
+
+    contextvars.Context().run(asyncio.run, visitors())  # tasks whose context never held a cache, as uvicorn's
+    assert [message["body"] for message in sent if "body" in message] == [built.content] * 5
+    assert made == ["default"]

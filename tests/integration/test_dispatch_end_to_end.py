@@ -174,9 +174,16 @@ def test_a_submission_reaches_the_cpu_runner_and_comes_back_as_a_stored_ranked_r
     assert evaluation.runner.name == f"{runner_a.name}:cpu" and evaluation.attempts == 1
     # Ranked (in the development ranking) only once the judge's clock confirmed every median.
     assert evaluation.rank_eligible is evaluation.report["witnessed"]
-    rows = RankingEntry.objects.filter(problem__name="vector_add", gpu_type__key="cpu", shape=None, track="all",
-                                       user__username="carol")
-    assert [row.evaluation_id for row in rows] == ([evaluation.pk] if evaluation.report["witnessed"] else [])
+    # The rankings are refreshed right after the status commits (on_commit): wait for that step.
+    expected = [evaluation.pk] if evaluation.report["witnessed"] else []
+    deadline = time.monotonic() + 30
+    while True:
+        rows = RankingEntry.objects.filter(problem__name="vector_add", gpu_type__key="cpu", shape=None,
+                                           track="all", user__username="carol")
+        if [row.evaluation_id for row in rows] == expected or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert [row.evaluation_id for row in rows] == expected
 
 
 def test_the_same_result_delivered_twice_through_the_broker_is_recorded_once(

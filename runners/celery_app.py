@@ -13,7 +13,7 @@ import os
 import signal
 
 from celery import Celery
-from celery.signals import task_postrun, worker_process_init, worker_ready
+from celery.signals import task_postrun, worker_process_init, worker_ready, worker_shutdown
 
 from solboard_common.config import broker_url
 
@@ -58,6 +58,19 @@ def _on_process_init(**_: object) -> None:
 @worker_ready.connect
 def _on_ready(**_: object) -> None:
     die_with_supervisor()
+    if os.environ.get("SOLBOARD_RUNNER_SLOT"):  # a slot's worker (not the control worker)
+        from runners import jobflow
+
+        jobflow.start_spares()
+
+
+@worker_shutdown.connect
+def _on_shutdown(**_: object) -> None:
+    """A warm spare dies with its worker anyway (its jail has a parent-death signal); stopping it
+    here also removes its scratch folder."""
+    from runners import jobflow
+
+    jobflow.stop_spares()
 
 
 @task_postrun.connect

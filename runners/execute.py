@@ -6,22 +6,29 @@ message say precisely what happened (the site maps it to a status).
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
+from evaluator import jobstream
 from evaluator.report import EvaluationReport
 from runners import sandbox
 from runners.procs import MARKER_VARIABLE
 from runners.slots import Slot, StateDir, safe_name
 from solboard_common.config import REPO_ROOT, var_dir
-from solboard_common.protocol import Job, JobResult
+from solboard_common.protocol import Job, JobLimits, JobResult
+
+if TYPE_CHECKING:
+    from runners.spares import Spare
 
 #: The report is stdout; it may be long (every check of every shape), so its cap is generous.
 REPORT_MAX_BYTES = 16 << 20
@@ -48,10 +55,17 @@ class Context:
 
 
 def evaluator_argv(job: Job, ctx: Context, inputs: JobInputs) -> list[str]:
+    """A fresh evaluator process for the job; the secret seed follows on its stdin."""
+    return [sys.executable, "-m", "evaluator", "run", *run_arguments(job, ctx, inputs), "--secret-seed-stdin"]
+
+
+def run_arguments(job: Job, ctx: Context, inputs: JobInputs) -> list[str]:
+    """What ``evaluator run`` is told about the job (the same for a fresh process and a warm
+    spare): the report comes as a stream of JSON lines, a provisional one first in ranked mode."""
     limits = job.limits
-    argv = [
-        sys.executable, "-m", "evaluator", "run", job.problem, str(inputs.source),
-        "--device", ctx.slot.device, "--mode", job.mode, "--json", "--secret-seed-stdin",
+    arguments = [
+        job.problem, str(inputs.source),
+        "--device", ctx.slot.device, "--mode", job.mode, "--json", "--stream",
         "--language", job.language,
         "--time-limit-compile", f"{limits.compile_seconds:g}",
         "--time-limit-test", f"{limits.test_seconds:g}",
@@ -59,12 +73,12 @@ def evaluator_argv(job: Job, ctx: Context, inputs: JobInputs) -> list[str]:
         "--log-bytes", str(limits.log_bytes), "--artifacts", str(inputs.artifacts),
     ]
     if inputs.spec is not None:
-        argv += ["--spec", str(inputs.spec)]
+        arguments += ["--spec", str(inputs.spec)]
     if inputs.calibration is not None:
-        argv += ["--calibration", str(inputs.calibration)]
+        arguments += ["--calibration", str(inputs.calibration)]
     if job.shapes != "all":
-        argv += ["--shapes", job.shapes]
-    return argv
+        arguments += ["--shapes", job.shapes]
+    return arguments
 
 
 #: Tools the evaluator runs (the profile, PTX assembly, SASS evidence), found on the runner's PATH.
@@ -107,45 +121,112 @@ def job_env(ctx: Context, scratch: Path, marker: str) -> dict[str, str]:
 
 
 def limits_for(job: Job, slot: Slot) -> sandbox.Limits:
-    wall = job.limits.total_seconds + WALL_OVERHEAD_S
+    return limits_from(job.limits, slot)
+
+
+def limits_from(limits: JobLimits, slot: Slot) -> sandbox.Limits:
+    wall = limits.total_seconds + WALL_OVERHEAD_S
     address_space = None
     if slot.device == "cpu":
-        address_space = job.limits.memory_bytes or CPU_ADDRESS_SPACE_BYTES
+        address_space = limits.memory_bytes or CPU_ADDRESS_SPACE_BYTES
     return sandbox.Limits(
         wall_seconds=wall,
         # A runaway backstop: the wall limit is the real one; torch may use every core.
         cpu_seconds=int(wall * (os.cpu_count() or 1)) + 1,
-        file_bytes=job.limits.file_bytes,
-        processes=job.limits.processes,
+        file_bytes=limits.file_bytes,
+        processes=limits.processes,
         address_space_bytes=address_space,
         stdout_bytes=REPORT_MAX_BYTES,
-        stderr_bytes=job.limits.log_bytes,
+        stderr_bytes=limits.log_bytes,
     )
 
 
-def run(job: Job, ctx: Context, cancel_reason: Callable[[], str | None]) -> JobResult:
-    """Run the evaluator on ``job`` in a fresh sandbox; always returns a JobResult."""
-    marker = secrets.token_hex(8)
+#: Called with a provisional report (ranked mode, before its witness) while the job still runs.
+OnProvisional = Callable[[EvaluationReport], None]
+
+
+def run(job: Job, ctx: Context, cancel_reason: Callable[[], str | None], spare: Spare | None = None,
+        on_provisional: OnProvisional | None = None) -> JobResult:
+    """Run the evaluator on ``job`` in a fresh sandbox, or in ``spare`` (a warm spare of this slot,
+    started before the job existed; used for this job only, then gone); always returns a JobResult.
+    A spare that turns out not ready when handed the job ran nothing of it: the job then runs in
+    a fresh sandbox, as without one."""
     sandbox.become_subreaper()
+    on_line = _provisional_lines(job, on_provisional)
+    if spare is not None:
+        answer = _run_in_spare(job, ctx, cancel_reason, spare, on_line)
+        if answer is not None:
+            return answer
+    marker = secrets.token_hex(8)
     try:
         with sandbox.Scratch(ctx.state.scratch, ctx.user) as scratch:
             root = scratch.path
             inputs = write_inputs(job, root, ctx)
-            result = sandbox.run(
+            running = sandbox.start(
                 sandbox.Spec(
                     argv=evaluator_argv(job, ctx, inputs), env=job_env(ctx, root, marker),
-                    limits=limits_for(job, ctx.slot), stdin=f"{job.seed}\n".encode(), user=ctx.user,
-                    hide=hidden_state(ctx), cancel_requested=lambda: cancel_reason() is not None,
+                    limits=limits_for(job, ctx.slot), user=ctx.user, hide=hidden_state(ctx),
                     on_start=lambda pid: ctx.state.write_slot(
                         ctx.slot.key, job_id=job.job_id, evaluation_id=job.evaluation_id, pgid=pid, marker=marker
                     ),
                 ),
                 root,
             )
+            running.write_stdin(f"{job.seed}\n".encode())
+            result = running.wait(running.started + limits_for(job, ctx.slot).wall_seconds,
+                                  lambda: cancel_reason() is not None, on_line)
             _keep_artifacts(inputs.artifacts, ctx.state.root / "artifacts" / safe_name(job.job_id))
     except (sandbox.SandboxError, OSError) as error:
         return _result(job, ctx, "sandbox_error", f"the sandbox could not be set up: {error}")
     return to_job_result(job, ctx, result, cancel_reason())
+
+
+def _run_in_spare(job: Job, ctx: Context, cancel_reason: Callable[[], str | None], spare: Spare,
+                  on_line: Callable[[bytes], None] | None) -> JobResult | None:
+    """The job in ``spare``: its files into the spare's scratch folder, then one line on its stdin
+    (run's arguments and the secret seed). None when the spare said it could not take it."""
+    try:
+        with spare.scratch:
+            inputs = write_inputs(job, spare.scratch.path, ctx)
+            ctx.state.write_slot(ctx.slot.key, job_id=job.job_id, evaluation_id=job.evaluation_id,
+                                 pgid=spare.running.pid, marker=spare.marker)
+            request = {"run": run_arguments(job, ctx, inputs), "secret_seed": job.seed}
+            result = spare.run(json.dumps(request).encode() + b"\n",
+                               time.monotonic() + limits_for(job, ctx.slot).wall_seconds,
+                               lambda: cancel_reason() is not None, on_line)
+            _keep_artifacts(inputs.artifacts, ctx.state.root / "artifacts" / safe_name(job.job_id))
+    except (sandbox.SandboxError, OSError) as error:
+        spare.discard()
+        return _result(job, ctx, "sandbox_error", f"the warm spare could not take the job: {error}")
+    if spare_not_ready(result):
+        return None
+    return to_job_result(job, ctx, result, cancel_reason())
+
+
+def spare_not_ready(result: sandbox.Result) -> bool:
+    """The spare refused the job before running anything of it (its child died meanwhile, ...)."""
+    return (result.returncode == jobstream.EXIT_NOT_READY and not result.cancelled and not result.timed_out
+            and jobstream.last_event(result.stdout, "not_ready") is not None
+            and jobstream.last_event(result.stdout, "report") is None)
+
+
+def _provisional_lines(job: Job, on_provisional: OnProvisional | None) -> Callable[[bytes], None] | None:
+    """A stdout line handler that hands each provisional report (for this job) to ``on_provisional``."""
+    if on_provisional is None:
+        return None
+
+    def on_line(line: bytes) -> None:
+        event = jobstream.parse_line(line)
+        if event is None or event["event"] != "provisional":
+            return
+        try:
+            report = EvaluationReport.model_validate(event["report"])
+        except ValidationError:
+            return  # the final report (or its absence) says what went wrong
+        if (report.problem, report.mode, report.language) == (job.problem, job.mode, job.language):
+            on_provisional(report)
+
+    return on_line
 
 
 def hidden_state(ctx: Context) -> tuple[Path, ...]:
@@ -236,8 +317,11 @@ def _parse_report(job: Job, result: sandbox.Result) -> tuple[EvaluationReport | 
         return None, f"the evaluator exited with {status} without a report; stderr tail:\n{tail}"
     if result.stdout_truncated:
         return None, f"the evaluator's report exceeded {REPORT_MAX_BYTES} bytes"
+    event = jobstream.last_event(result.stdout, "report")
+    if event is None:
+        return None, f"the evaluator printed no report; stderr tail:\n{tail}"
     try:
-        report = EvaluationReport.model_validate_json(result.stdout)
+        report = EvaluationReport.model_validate(event["report"])
     except ValidationError as error:
         return None, f"the evaluator printed no valid report ({error.error_count()} errors); stderr tail:\n{tail}"
     if (report.problem, report.mode, report.language) != (job.problem, job.mode, job.language):

@@ -21,16 +21,20 @@ from typing import Any
 from celery import Celery
 from pydantic import ValidationError
 
-from runners import execute, gpus, sandbox
+from evaluator.report import EvaluationReport
+from runners import execute, gpus, procs, sandbox, spares
 from runners.slots import Slot, StateDir, read_json, write_json
+from runners.spares import Spare, SpareKeeper
 from solboard_common.protocol import (
     SITE_HEARTBEAT_TASK,
+    SITE_PROVISIONAL_TASK,
     SITE_QUEUE,
     SITE_RESULT_TASK,
     SITE_STARTED_TASK,
     ControlMessage,
     Heartbeat,
     Job,
+    JobProvisional,
     JobResult,
     JobStarted,
 )
@@ -83,6 +87,9 @@ class Messenger:
     def result(self, result: JobResult) -> None:
         self.send(SITE_RESULT_TASK, result.model_dump(mode="json"))
 
+    def provisional(self, message: JobProvisional) -> None:
+        self.send(SITE_PROVISIONAL_TASK, message.model_dump(mode="json"))
+
     def heartbeat(self, beat: Heartbeat, expires: float) -> None:
         self.send(SITE_HEARTBEAT_TASK, beat.model_dump(mode="json"), expires=expires)
 
@@ -120,21 +127,35 @@ def handle_job(payload: dict[str, Any], messenger: Messenger) -> None:
     if ctx.state.shutting_down():  # not started, so no attempt is counted for it
         deliver(ctx, messenger, execute._result(job, ctx, "runner_error", "released: the runner is shutting down"))
         return
-    with ctx.state.gpu_locks(ctx.slot.gpu_indices):
-        deliver(ctx, messenger, _run_locked(job, ctx, messenger))
-
-
-def _run_locked(job: Job, ctx: execute.Context, messenger: Messenger) -> JobResult:
-    kill_previous(ctx)
-    holders = wait_gpus_free(ctx)
-    if holders:
-        mark_unhealthy(ctx, f"GPU(s) {ctx.slot.cuda_visible_devices} still held by pid(s) {holders}")
-        return execute._result(job, ctx, "runner_error", f"GPU still held by pid(s) {holders}; job released")
-    ctx.state.write_slot(ctx.slot.key, job_id=job.job_id, evaluation_id=job.evaluation_id, since=time.time())
-    messenger.started(JobStarted(job_id=job.job_id, evaluation_id=job.evaluation_id, runner=ctx.runner,
-                                 started_at=now_iso()))
+    keeper = _keeper
+    spare = keeper.take(job) if keeper is not None else None  # the slot is busy from here on
     try:
-        result = execute.run(job, ctx, lambda: cancel_reason(ctx, job.job_id))
+        with ctx.state.gpu_locks(ctx.slot.gpu_indices):
+            deliver(ctx, messenger, _run_locked(job, ctx, messenger, spare))
+    finally:
+        if keeper is not None:
+            keeper.release()
+
+
+def _run_locked(job: Job, ctx: execute.Context, messenger: Messenger, spare: Spare | None = None) -> JobResult:
+    try:
+        holders = _clear_the_way(ctx, spare)
+        if spare is not None and (holders or not spare.running.alive()):
+            spare.discard()  # the job user was killed to free the GPU, or the spare died meanwhile
+            spare = None
+        if holders:
+            mark_unhealthy(ctx, f"GPU(s) {ctx.slot.cuda_visible_devices} still held by pid(s) {holders}")
+            return execute._result(job, ctx, "runner_error", f"GPU still held by pid(s) {holders}; job released")
+        ctx.state.write_slot(ctx.slot.key, job_id=job.job_id, evaluation_id=job.evaluation_id, since=time.time())
+        messenger.started(JobStarted(job_id=job.job_id, evaluation_id=job.evaluation_id, runner=ctx.runner,
+                                     started_at=now_iso()))
+    except BaseException:
+        if spare is not None:  # never handed its job: it must not wait for another
+            spare.discard()
+        raise
+    try:
+        result = execute.run(job, ctx, lambda: cancel_reason(ctx, job.job_id), spare=spare,
+                             on_provisional=lambda report: send_provisional(ctx, messenger, job, report))
     finally:
         marker = ctx.state.read_slot(ctx.slot.key).get("marker")
         ctx.state.write_slot(ctx.slot.key, job_id=None, evaluation_id=None, marker=marker)
@@ -145,6 +166,25 @@ def _run_locked(job: Job, ctx: execute.Context, messenger: Messenger) -> JobResu
     if result.report is not None:
         result.report.sandbox["gpu_check"] = _gpu_check_text(ctx, holders)
     return result
+
+
+def _clear_the_way(ctx: execute.Context, spare: Spare | None) -> list[int]:
+    """Before a job: other slots' spares off its GPUs, what a previous job left killed (but the
+    slot's own spare, about to serve this job); returns the pids that still hold its GPUs."""
+    stopped = spares.stop_overlapping_spares(ctx)
+    if stopped:
+        log.info("slot %s: stopped the spares of %s on its GPUs", ctx.slot.key, ", ".join(stopped))
+    kill_previous(ctx, spare)
+    return wait_gpus_free(ctx, spare)
+
+
+def send_provisional(ctx: execute.Context, messenger: Messenger, job: Job, report: EvaluationReport) -> None:
+    """Best effort: the final result follows whatever happens to this one (it is not in the outbox)."""
+    message = JobProvisional(job_id=job.job_id, evaluation_id=job.evaluation_id, runner=ctx.runner, report=report)
+    try:
+        messenger.provisional(message)
+    except Exception:  # noqa: BLE001 - a broker hiccup costs the early answer, never the job
+        log.warning("provisional result of %s not sent", job.job_id)
 
 
 def _gpu_check_text(ctx: execute.Context, holders: list[int]) -> str:
@@ -160,26 +200,35 @@ def cancel_reason(ctx: execute.Context, job_id: str) -> str | None:
     return reason
 
 
-def kill_previous(ctx: execute.Context) -> None:
-    """Whatever a previous job (maybe of a worker that died) left behind dies before the next."""
+def kill_previous(ctx: execute.Context, spare: Spare | None = None) -> None:
+    """Whatever a previous job (maybe of a worker that died) left behind dies before the next;
+    the slot's spare (its job user's only other processes) is spared."""
     previous = ctx.state.read_slot(ctx.slot.key)
     marker = previous.get("marker")
     if ctx.user is not None:
-        sandbox.kill_user(ctx.user)
+        _kill_job_user(ctx.user, spare)
     elif marker:
-        from runners import procs
-
         procs.kill_marked(str(marker))
 
 
-def wait_gpus_free(ctx: execute.Context, wait_s: float = GPU_FREE_WAIT_S) -> list[int]:
+def _kill_job_user(user: sandbox.JobUser, spare: Spare | None) -> None:
+    if spare is None:
+        sandbox.kill_user(user)
+    else:
+        procs.kill_uid_except(user.uid, spare.tree())
+
+
+def wait_gpus_free(ctx: execute.Context, spare: Spare | None = None, wait_s: float = GPU_FREE_WAIT_S) -> list[int]:
+    """Pids holding the slot's GPUs (none but the slot's own spare may), after up to ``wait_s``
+    of killing the job user's other processes."""
     deadline = time.monotonic() + wait_s
     while True:
-        holders = [pid for pid in gpus.processes_on(ctx.slot.gpu_indices) if pid != os.getpid()]
+        keep = spare.tree() if spare is not None else set()
+        holders = [pid for pid in gpus.processes_on(ctx.slot.gpu_indices) if pid != os.getpid() and pid not in keep]
         if not holders or time.monotonic() >= deadline:
             return holders
         if ctx.user is not None:
-            sandbox.kill_user(ctx.user)
+            _kill_job_user(ctx.user, spare)
         time.sleep(1.0)
 
 
@@ -260,6 +309,28 @@ def report_crash(payload: Any, messenger: Messenger, error: Exception) -> None:
         messenger.result(result)
     except Exception:
         log.exception("could not report the runner failure")
+
+
+#: This worker's warm-spare keeper (None: spares off, or not a slot's worker).
+_keeper: SpareKeeper | None = None
+
+
+def start_spares() -> None:
+    """Once the slot's worker is ready: keep a warm spare while it is idle (runners/spares.py)."""
+    global _keeper
+    if _keeper is not None or not spares.enabled():
+        return
+    ctx = context()
+    sandbox.become_subreaper()  # orphans of a killed spare's jail come back to this worker
+    _keeper = SpareKeeper(ctx, may_start=lambda: not STOP_AFTER_TASK and not ctx.state.shutting_down(),
+                          before_first=lambda: kill_previous(ctx)).start()
+
+
+def stop_spares() -> None:
+    global _keeper
+    keeper, _keeper = _keeper, None
+    if keeper is not None:
+        keeper.stop()
 
 
 def handle_control(payload: dict[str, Any]) -> None:

@@ -83,11 +83,17 @@ def _has_marker(pid: int, marker: str) -> bool:
     return f"{MARKER_VARIABLE}={marker}".encode() in environ.split(b"\0")
 
 
+def marked(marker: str) -> list[int]:
+    """Live processes (but this one) whose environment carries the job marker."""
+    me = os.getpid()
+    return [pid for pid in _pids() if pid != me and not is_zombie(pid) and _has_marker(pid, marker)]
+
+
 def kill_marked(marker: str, rounds: int = 5, killed: set[int] | None = None) -> int:
     """SIGKILL every process whose environment carries the job marker (our own uid only)."""
-    me, seen = os.getpid(), 0
+    seen = 0
     for _ in range(rounds):
-        pids = [pid for pid in _pids() if pid != me and not is_zombie(pid) and _has_marker(pid, marker)]
+        pids = marked(marker)
         if not pids:
             break
         seen = max(seen, len(pids))
@@ -158,3 +164,38 @@ def alive(pid: int) -> bool:
     except PermissionError:
         return True
     return not is_zombie(pid)
+
+
+def descendants(root: int) -> set[int]:
+    """Every live process below ``root`` (a warm spare's jail: its init and everything under it)."""
+    children: dict[int, list[int]] = {}
+    for pid in _pids():
+        fields = _stat_fields(pid)
+        if fields is not None and fields[0] not in ("Z", "X"):
+            children.setdefault(int(fields[1]), []).append(pid)
+    found: set[int] = set()
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def kill_uid_except(uid: int, keep: set[int], rounds: int = 5) -> int:
+    """SIGKILL every process of ``uid`` not in ``keep`` (the slot's warm spare, which runs as the
+    slot's job user too); returns the most seen alive."""
+    seen = 0
+    for _ in range(rounds):
+        pids = [pid for pid in pids_of_uid(uid) if pid not in keep]
+        if not pids:
+            break
+        seen = max(seen, len(pids))
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.05)
+    return seen

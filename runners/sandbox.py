@@ -232,7 +232,8 @@ class _CappedReader(threading.Thread):
         self.truncated = False
 
     def run(self) -> None:
-        read = self.stream.read  # type: ignore[attr-defined]
+        # read1: what is there now (a spare's ready line must not wait for 64 KiB more or the end)
+        read = self.stream.read1  # type: ignore[attr-defined]
         while chunk := read(65536):
             room = self.cap - len(self.data)
             if len(chunk) > room:
@@ -243,6 +244,14 @@ class _CappedReader(threading.Thread):
 
 def run(spec: Spec, scratch: Path) -> Result:
     """Run ``spec.argv`` jailed in ``scratch``; never leaves a process of the job behind."""
+    running = start(spec, scratch)
+    running.write_stdin(spec.stdin)
+    return running.wait(running.started + spec.limits.wall_seconds, spec.cancel_requested)
+
+
+def start(spec: Spec, scratch: Path) -> Running:
+    """Start ``spec.argv`` jailed in ``scratch`` and drain its output; its stdin stays open until
+    ``Running.write_stdin`` (a warm spare reads its job there, long after it started)."""
     facts_read, facts_write = os.pipe()
     config = jail_config(spec, scratch, facts_write)
     argv = [sys.executable, "-I", "-S", str(JAIL), json.dumps(config), "--", *spec.argv]
@@ -258,28 +267,86 @@ def run(spec: Spec, scratch: Path) -> Result:
     finally:
         os.close(facts_write)
     spec.on_start(child.pid)
-    readers = [_CappedReader(child.stdout, spec.limits.stdout_bytes),
-               _CappedReader(child.stderr, spec.limits.stderr_bytes),
-               _CappedReader(os.fdopen(facts_read, "rb"), FACTS_MAX_BYTES)]
-    for reader in readers:
+    running = Running(spec, config, child, started, _CappedReader(child.stdout, spec.limits.stdout_bytes),
+                      _CappedReader(child.stderr, spec.limits.stderr_bytes),
+                      _CappedReader(os.fdopen(facts_read, "rb"), FACTS_MAX_BYTES))
+    for reader in running.readers:
         reader.start()
-    _feed_stdin(child, spec.stdin)
-    timed_out, cancelled = _wait(child, spec, started)
-    readers[2].join(timeout=5)
-    jail = jailfacts.parse(bytes(readers[2].data))
-    if not readers[2].is_alive():
-        readers[2].stream.close()  # type: ignore[attr-defined]
-    leftovers = cleanup(child.pid, spec.user, spec.env.get(procs.MARKER_VARIABLE), jail.get("init_pid"))
-    for reader in readers[:2]:
-        reader.join(timeout=5)
-    return Result(
-        returncode=_exit_code(jail, child), stdout=bytes(readers[0].data),
-        stderr=bytes(readers[1].data), stdout_truncated=readers[0].truncated, stderr_truncated=readers[1].truncated,
-        timed_out=timed_out, cancelled=cancelled, wall_seconds=time.monotonic() - started,
-        leftovers_killed=leftovers + int(jail.get("leftovers_killed", 0)), jail=jail,
-        facts=jailfacts.describe(jail, config, spec.user.name if spec.user else None),
-        gaps=jailfacts.gaps(jail, config, spec.user is not None),
-    )
+    return running
+
+
+@dataclass
+class Running:
+    """A sandboxed command that started: its output drained as it comes, its end not yet seen."""
+
+    spec: Spec
+    config: dict[str, object]
+    child: subprocess.Popen[bytes]
+    started: float
+    stdout: _CappedReader
+    stderr: _CappedReader
+    facts: _CappedReader
+    #: How much of stdout ``new_lines`` has handed out (complete lines only).
+    _read_to: int = 0
+
+    @property
+    def readers(self) -> tuple[_CappedReader, ...]:
+        return (self.stdout, self.stderr, self.facts)
+
+    @property
+    def pid(self) -> int:
+        """The jail's outer process: its process group is the job's."""
+        return self.child.pid
+
+    def alive(self) -> bool:
+        return self.child.poll() is None
+
+    def new_lines(self) -> list[bytes]:
+        """Complete stdout lines not handed out before (a line still being written waits)."""
+        data = bytes(self.stdout.data)
+        end = data.rfind(b"\n") + 1
+        if end <= self._read_to:
+            return []
+        lines = data[self._read_to:end].split(b"\n")[:-1]
+        self._read_to = end
+        return lines
+
+    def write_stdin(self, data: bytes) -> None:
+        """Give the command its input and close its stdin (once)."""
+        _feed_stdin(self.child, data)
+
+    def wait(self, deadline: float, cancel_requested: Callable[[], bool],
+             on_line: Callable[[bytes], None] | None = None) -> Result:
+        """Wait for the end, killing the process group at ``deadline`` (time.monotonic) or on
+        cancel; ``on_line`` gets each new stdout line while it runs. Then clean up everything."""
+        timed_out, cancelled = _wait(self, deadline, cancel_requested, on_line)
+        return self._finish(timed_out, cancelled)
+
+    def kill(self) -> Result:
+        """End it now (a spare nobody will use) and clean up as after any job."""
+        procs.kill_group(self.child.pid)
+        _feed_stdin(self.child, b"")
+        self.child.wait()
+        return self._finish(False, True)
+
+    def _finish(self, timed_out: bool, cancelled: bool) -> Result:
+        self.facts.join(timeout=5)
+        jail = jailfacts.parse(bytes(self.facts.data))
+        if not self.facts.is_alive():
+            self.facts.stream.close()  # type: ignore[attr-defined]
+        spec = self.spec
+        leftovers = cleanup(self.child.pid, spec.user, spec.env.get(procs.MARKER_VARIABLE), jail.get("init_pid"))
+        for reader in (self.stdout, self.stderr):
+            reader.join(timeout=5)
+        return Result(
+            returncode=_exit_code(jail, self.child), stdout=bytes(self.stdout.data),
+            stderr=bytes(self.stderr.data), stdout_truncated=self.stdout.truncated,
+            stderr_truncated=self.stderr.truncated, timed_out=timed_out, cancelled=cancelled,
+            wall_seconds=time.monotonic() - self.started,
+            leftovers_killed=leftovers + int(jail.get("leftovers_killed", 0)), jail=jail,
+            facts=jailfacts.describe(jail, self.config, spec.user.name if spec.user else None),
+            gaps=jailfacts.gaps(jail, self.config, spec.user is not None),
+        )
 
 
 def _exit_code(jail: dict[str, Any], child: subprocess.Popen[bytes]) -> int:
@@ -292,7 +359,8 @@ def _exit_code(jail: dict[str, Any], child: subprocess.Popen[bytes]) -> int:
 
 
 def _feed_stdin(child: subprocess.Popen[bytes], data: bytes) -> None:
-    assert child.stdin is not None
+    if child.stdin is None or child.stdin.closed:
+        return
     try:
         child.stdin.write(data)
         child.stdin.close()
@@ -300,17 +368,21 @@ def _feed_stdin(child: subprocess.Popen[bytes], data: bytes) -> None:
         pass  # the child exited (or closed stdin) before reading: its exit status says why
 
 
-def _wait(child: subprocess.Popen[bytes], spec: Spec, started: float) -> tuple[bool, bool]:
-    """Wait for the child; kill its group at the wall limit or on cancel. (timed_out, cancelled)"""
-    deadline = started + spec.limits.wall_seconds
+def _wait(running: Running, deadline: float, cancel_requested: Callable[[], bool],
+          on_line: Callable[[bytes], None] | None) -> tuple[bool, bool]:
+    """Wait for the child; kill its group at the deadline or on cancel. (timed_out, cancelled)"""
+    child = running.child
     while True:
         try:
             child.wait(timeout=POLL_SECONDS)
             return False, False
         except subprocess.TimeoutExpired:
             pass
+        if on_line is not None:
+            for line in running.new_lines():
+                on_line(line)
         timed_out = time.monotonic() >= deadline
-        cancelled = not timed_out and spec.cancel_requested()
+        cancelled = not timed_out and cancel_requested()
         if timed_out or cancelled:
             procs.kill_group(child.pid)
             child.wait()

@@ -154,16 +154,59 @@ class StateDir:
 
     @contextmanager
     def gpu_locks(self, indices: tuple[int, ...]) -> Iterator[None]:
-        names = [f"gpu{index}" for index in sorted(indices)] or ["cpu"]
         files = []
         with _flock(self.root / "locks" / "turnstile"):
-            for name in names:
+            for name in lock_names(indices):
                 files.append(_open_locked(self.root / "locks" / name))
         try:
             yield
         finally:
             for handle in files:
                 handle.close()
+
+    def try_gpu_locks(self, indices: tuple[int, ...]) -> list[Any] | None:
+        """The GPU locks without waiting, or None when a job holds one or waits at the turnstile
+        for them (it goes first). A warm spare warms up holding them: never while a job on its
+        GPUs runs, and a job on them waits for the warm-up to end (close the handles to release)."""
+        turnstile = _try_open_locked(self.root / "locks" / "turnstile")
+        if turnstile is None:
+            return None
+        held: list[Any] = []
+        try:
+            for name in lock_names(indices):
+                handle = _try_open_locked(self.root / "locks" / name)
+                if handle is None:
+                    for other in held:
+                        other.close()
+                    return None
+                held.append(handle)
+            return held
+        finally:
+            turnstile.close()
+
+    # --- warm spares: each slot names its own, so a job on the same GPUs can stop it first
+
+    def spare_file(self, key: str) -> Path:
+        return self.root / "slots" / f"{key}.spare.json"
+
+    def write_spare(self, key: str, pgid: int, indices: tuple[int, ...]) -> None:
+        write_json(self.spare_file(key), {"pgid": pgid, "locks": lock_names(indices), "at": time.time()})
+
+    def clear_spare(self, key: str) -> None:
+        self.spare_file(key).unlink(missing_ok=True)
+
+    def spares(self) -> dict[str, dict[str, Any]]:
+        found = {}
+        for path in (self.root / "slots").glob("*.spare.json"):
+            data = read_json(path)
+            if isinstance(data, dict) and isinstance(data.get("pgid"), int):
+                found[path.name.removesuffix(".spare.json")] = data
+        return found
+
+
+def lock_names(indices: tuple[int, ...]) -> list[str]:
+    """The lock files of a GPU set, in the order every taker takes them (``cpu``: the CPU device)."""
+    return [f"gpu{index}" for index in sorted(indices)] or ["cpu"]
 
 
 def safe_name(job_id: str) -> str:
@@ -182,6 +225,16 @@ def _flock(path: Path) -> Iterator[None]:
 def _open_locked(path: Path) -> Any:
     handle = open(path, "a+")  # noqa: SIM115 - closed by the caller, which holds the lock
     fcntl.flock(handle, fcntl.LOCK_EX)
+    return handle
+
+
+def _try_open_locked(path: Path) -> Any | None:
+    handle = open(path, "a+")  # noqa: SIM115 - closed by the caller, which holds the lock
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
     return handle
 
 

@@ -16,7 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from evaluator.report import EvaluationReport
 from evaluator.vocabulary import COMPILE_LIMIT_S, RANKED_LIMIT_S, TEST_LIMIT_S, Language, Mode
 
-PROTOCOL_VERSION = 1
+#: 1: jobs, results, job_started, heartbeats, control. 2: adds ``JobProvisional``
+#: (``SITE_PROVISIONAL_TASK``): a ranked job's report before its witness, shown, never ranked.
+PROTOCOL_VERSION = 2
 
 SITE_QUEUE = "site"
 RUNNER_TASK = "runners.run_job"
@@ -24,6 +26,8 @@ SITE_RESULT_TASK = "leaderboard.store_result"
 SITE_HEARTBEAT_TASK = "leaderboard.runner_heartbeat"
 #: Runner -> site when a delivery starts running (the site counts attempts and may answer cancel).
 SITE_STARTED_TASK = "leaderboard.job_started"
+#: Runner -> site when a ranked job's ranked stage ended, before its witness (protocol 2).
+SITE_PROVISIONAL_TASK = "leaderboard.store_provisional"
 #: Site -> one runner node, on that node's control queue (works on every transport, unlike
 #: Celery broadcast, which kombu's SQLAlchemy transport does not support).
 CONTROL_TASK = "runners.control"
@@ -118,6 +122,19 @@ class JobResult(_Message):
     report: EvaluationReport | None = None
     message: str = ""
     log: str = Field(default="", description="Runner-side log tail, capped.")
+
+
+class JobProvisional(_Message):
+    """Runner -> site while a ranked job still runs: its report when the ranked stage ended, before
+    the witness. The site judges it as any report but stores it as provisional (never ranked,
+    ``witnessed`` false); the job's JobResult replaces it. Accepted only from the runner that
+    claimed the job, for the job id the site handed out."""
+
+    protocol: int = PROTOCOL_VERSION
+    job_id: str
+    evaluation_id: int
+    runner: str
+    report: EvaluationReport
 
 
 class JobStarted(_Message):

@@ -81,7 +81,10 @@ def main(args: argparse.Namespace) -> int:
         warm.close()
         return not_ready(problem)
     outcome.args.stream = True  # stdout is the event stream from the first line on
-    return run_cmd.run_job(outcome.args, outcome.secret_seed, warm)
+    code = run_cmd.run_job(outcome.args, outcome.secret_seed, warm)
+    if code == run_cmd.EXIT_INTERNAL and warm.child_lost:  # it died as the job was handed over
+        return not_ready("its child died as the job was handed over, before the submission was imported")
+    return code
 
 
 def not_ready(reason: str) -> int:

@@ -377,6 +377,8 @@ class Judge:
         how = self.child.exit_description()
         stage = self.child.stage
         if self.phase in ("start_up", "baseline"):
+            if self.warm is not None:  # nothing of the job ran: the spare says it was not ready
+                self.warm.child_lost = True
             raise HarnessFailure(f"the evaluator's child failed while starting ({how})\n"
                                  f"{self.child.close()[-4000:]}")
         where = f", shape {stage.shape}" if stage.shape else ""

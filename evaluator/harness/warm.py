@@ -52,6 +52,9 @@ class WarmStart:
     ready_monotonic: float = 0.0
     #: Set once a job took the child: a warm start serves one job.
     used: bool = False
+    #: Set by the judge when the child died after the hand-over but before the submission's
+    #: import: nothing of the job ran, so the spare reports it was not ready.
+    child_lost: bool = False
 
     def problem(self) -> str | None:
         """Why this spare cannot take a job, or None when it can: its child and its witness

@@ -24,7 +24,15 @@ from evaluator.report import EvaluationReport
 from leaderboard import dispatch
 from leaderboard.models import Evaluation, RunnerNode, ShapeResult
 from leaderboard.submissions import create_submission
-from solboard_common.protocol import GpuInfo, Heartbeat, JobResult, JobStarted, control_queue, gpu_queue
+from solboard_common.protocol import (
+    PROTOCOL_VERSION,
+    GpuInfo,
+    Heartbeat,
+    JobResult,
+    JobStarted,
+    control_queue,
+    gpu_queue,
+)
 from tests.leaderboard.dispatch_reports import with_witness
 from tests.runner_helpers import messages_on
 
@@ -191,7 +199,7 @@ def test_cancelling_a_running_evaluation_tells_its_node(evaluation: Evaluation, 
     started(evaluation)
     assert dispatch.cancel_evaluation(evaluation, alice)
     [cancel] = messages_on(broker, control_queue("node-a"))
-    assert cancel == {"protocol": 1, "action": "cancel", "job_id": str(evaluation.job_id),
+    assert cancel == {"protocol": PROTOCOL_VERSION, "action": "cancel", "job_id": str(evaluation.job_id),
                       "evaluation_id": evaluation.pk, "reason": "cancelled by alice"}
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from evaluator.harness import assemble
 from evaluator.harness.outcome import JudgeOutcome
-from evaluator.harness.request import EvaluationRequest, Limits
+from evaluator.harness.request import EvaluationRequest, Limits, world_size_of
 from evaluator.problems import Problem, get_problem
 from evaluator.report import EvaluationReport
 from evaluator.vocabulary import LANGUAGES, MODES
@@ -85,6 +85,9 @@ def evaluate(request: EvaluationRequest, warm: WarmStart | None = None,
     if warm is not None and warm.device != request.device:
         raise ValueError(f"a {request.device} job cannot run in a warm {warm.device} spare")
     problem = get_problem(request.problem)
+    world_size = world_size_of(request, problem)
+    if problem.kind == "multi" and warm is not None:
+        raise ValueError(f"{problem.name} is a multi-GPU problem: warm spares hold one child, not {world_size} ranks")
     if request.shape_ids:
         shape_ids = [problem.shape(shape_id).shape_id for shape_id in request.shape_ids]
     else:
@@ -99,8 +102,11 @@ def evaluate(request: EvaluationRequest, warm: WarmStart | None = None,
                                                 time.perf_counter() - started))
 
     try:
-        outcome = _judge(request, problem, shape_ids, child_config(request, shape_ids, seeds), scratch, warm,
-                         provisional)
+        config = child_config(request, shape_ids, seeds)
+        if problem.kind == "multi":
+            outcome = _judge_multi(request, problem, shape_ids, config, scratch, world_size)
+        else:
+            outcome = _judge(request, problem, shape_ids, config, scratch, warm, provisional)
     finally:
         if warm is not None:
             warm.close()
@@ -131,3 +137,15 @@ def _judge(request: EvaluationRequest, problem: Problem, shape_ids: list[str], c
         judge.close_witness()
         judge.arena.close()
     return outcome
+
+
+def _judge_multi(request: EvaluationRequest, problem: Problem, shape_ids: list[str], config: dict[str, object],
+                 scratch: Path, world_size: int) -> JudgeOutcome:
+    """A multi-GPU problem: one judge, ``world_size`` ranks (docs/multigpu.md)."""
+    from evaluator.harness.judge import HarnessFailure
+    from evaluator.harness.multi_judge import judge_multi
+
+    try:
+        return judge_multi(request, problem, shape_ids, config, scratch, world_size)
+    except HarnessFailure as error:  # the multi-GPU judge fails only before the import (start-up, baseline)
+        raise HarnessError(str(error)) from error

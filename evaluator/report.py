@@ -155,6 +155,11 @@ class TimingStats(_Model):
     cold_l2: bool = Field(
         default=True, description="L2 flushed and persisting window reset before each call."
     )
+    rank_median_us: list[float] | None = Field(
+        default=None,
+        description="Multi-GPU problems: each rank's own median over the same iterations (index = rank). "
+        "The ranked median is the median over iterations of the slowest rank's time.",
+    )
 
 
 class Telemetry(_Model):
@@ -327,6 +332,9 @@ class EvaluationReport(_Model):
     problem_version: int
     language: Language
     mode: Mode
+    world_size: int = Field(
+        default=1, description="Ranks (one process and one GPU each) the problem ran on; 1 for a single-GPU problem."
+    )
     device: DeviceInfo
     status: Status = Field(description="Worst shape status, or a whole-submission failure.")
     message: str = ""

@@ -38,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--secret-seed-stdin", action="store_true", help="read the secret seed from stdin")
     parser.add_argument("--shapes", choices=["all", "quick", "ranked"], default="all")
+    parser.add_argument("--world-size", type=int, default=None, metavar="N",
+                        help="ranks of a multi-GPU problem, one process and one GPU each (default: the "
+                        "problem's own; the CPU device runs N gloo processes)")
     parser.add_argument("--json", action="store_true", help="print the JSON report")
     parser.add_argument("--artifacts", type=Path, default=None, help="folder for artifacts")
     parser.add_argument("--time-limit-compile", type=float, default=COMPILE_LIMIT_S, metavar="S")
@@ -104,6 +107,7 @@ def build_request(args: argparse.Namespace, secret_seed: int | None = None):  # 
         seed=args.seed,
         secret_seed=secret_seed,
         shapes=args.shapes,
+        world_size=args.world_size,
         limits=Limits(args.time_limit_compile, args.time_limit_test, args.time_limit_ranked, args.log_bytes),
         artifacts=args.artifacts,
         calibration=_calibration(args.calibration),

@@ -17,7 +17,7 @@ from evaluator import HARNESS_VERSION
 from evaluator.gpus import GpuSpecError, get_gpu_spec
 from evaluator.harness.device import cpu_name, gpu_type, nvml_driver, nvml_name
 from evaluator.harness.outcome import JudgeOutcome
-from evaluator.harness.request import EvaluationRequest
+from evaluator.harness.request import EvaluationRequest, world_size_of
 from evaluator.problems import Problem
 from evaluator.report import (
     DeviceInfo,
@@ -71,25 +71,26 @@ def _shape_model(raw: dict[str, Any], problem: Problem) -> tuple[ShapeReport, li
     return ShapeReport.model_validate(raw), remarks, notes
 
 
-def _sol(shape: ShapeReport, problem: Problem, device: DeviceInfo, calibration: dict[str, float] | None
-         ) -> SolFigures | None:
+def _sol(shape: ShapeReport, problem: Problem, device: DeviceInfo, calibration: dict[str, float] | None,
+         world_size: int = 1) -> SolFigures | None:
     if device.development_device or not shape.timing or not shape.baseline_timing:
         return None
     try:
         spec = get_gpu_spec(device.gpu_type)
     except GpuSpecError:
         return None
-    counts = problem.counts(shape.axes)
+    # A multi-GPU problem's counts at its world size: flops and bytes split W ways, comm per GPU.
+    counts = problem.counts(problem.axes_at(shape.axes, world_size))
     return sol_figures(counts, spec, shape.timing.median_us * 1e-6, shape.baseline_timing.median_us * 1e-6,
-                       calibration)
+                       calibration, world_size)
 
 
 def _judge_physics(shape: ShapeReport, problem: Problem, device: DeviceInfo,
-                   calibration: dict[str, float] | None) -> None:
+                   calibration: dict[str, float] | None, world_size: int = 1) -> None:
     """SOL figures; faster than light or unconfirmed by the witness -> REJECTED (shown, not ranked)."""
     if shape.status is not Status.PASSED:
         return
-    shape.sol = _sol(shape, problem, device, calibration)
+    shape.sol = _sol(shape, problem, device, calibration, world_size)
     if shape.sol and shape.sol.faster_than_light:
         shape.status = Status.REJECTED
         shape.message = (f"faster than light: {shape.timing.median_us if shape.timing else 0:.3f} us is below "
@@ -135,15 +136,16 @@ def _shapes(outcome: JudgeOutcome, problem: Problem) -> tuple[list[ShapeReport],
 def build(request: EvaluationRequest, problem: Problem, asked: list[str], outcome: JudgeOutcome,
           started_at: str, wall_seconds: float) -> EvaluationReport:
     device = DeviceInfo.model_validate(outcome.device) if outcome.device else fallback_device(request)
+    world_size = world_size_of(request, problem)
     shapes, flags, notes = _shapes(outcome, problem)
     for shape in shapes:
-        _judge_physics(shape, problem, device, request.calibration)
+        _judge_physics(shape, problem, device, request.calibration, world_size)
     evidence = FeatureEvidence.model_validate(outcome.evidence) if outcome.evidence else None
     evidence = _with_executed(evidence, shapes)
     status = Status(outcome.status) if outcome.status else None
     report = EvaluationReport(
         harness_version=HARNESS_VERSION, problem=problem.name, problem_version=problem.version,
-        language=request.language, mode=request.mode, device=device,
+        language=request.language, mode=request.mode, world_size=world_size, device=device,
         status=worst_status([shape.status for shape in shapes] + ([status] if status else [])),
         message=outcome.message or _summary_message(shapes), shapes=shapes, flags=flags,
         notes=notes + outcome.notes, evidence=evidence, sandbox=_sandbox(outcome), started_at=started_at,

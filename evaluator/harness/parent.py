@@ -107,8 +107,11 @@ class Stage:
 class ChildProcess:
     """One untrusted child: spawn, talk, enforce the stage limits, and always clean up."""
 
-    def __init__(self, argv: list[str], scratch: Path, log_cap: int) -> None:
+    def __init__(self, argv: list[str], scratch: Path, log_cap: int,
+                 env_overrides: dict[str, str] | None = None) -> None:
         self.argv, self.scratch, self.log_cap = argv, scratch, log_cap
+        #: Variables the harness sets for this child over ``child_env`` (a multi-GPU rank's: multicast off).
+        self.env_overrides = dict(env_overrides or {})
         self.stage = Stage("start_up", 0.0)
         self.deadline = float("inf")
         self.timed_out: Stage | None = None
@@ -124,7 +127,7 @@ class ChildProcess:
         self.log_fd = open_log(self.scratch / f"child-{os.getpid()}-{time.monotonic_ns()}.log")
         self.process = subprocess.Popen(
             [sys.executable, *self.argv, "--in-fd", str(to_child_r), "--out-fd", str(from_child_w)],
-            cwd=self.scratch, env=child_env(self.scratch), stdin=subprocess.DEVNULL,
+            cwd=self.scratch, env={**child_env(self.scratch), **self.env_overrides}, stdin=subprocess.DEVNULL,
             stdout=self.log_fd, stderr=subprocess.STDOUT, pass_fds=(to_child_r, from_child_w),
             start_new_session=True,
         )

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from evaluator.problems import Problem
 from evaluator.vocabulary import COMPILE_LIMIT_S, RANKED_LIMIT_S, TEST_LIMIT_S, Language, Mode
 
 
@@ -39,3 +40,18 @@ class EvaluationRequest:
     profile_sections: bool = False
     #: Exact shapes to evaluate (overrides ``shapes``); for benchmarks and debugging.
     shape_ids: tuple[str, ...] | None = None
+    #: Ranks of a multi-GPU problem (one process and one GPU each); None = the problem's own world
+    #: size. A single-GPU problem runs at 1.
+    world_size: int | None = None
+
+
+def world_size_of(request: EvaluationRequest, problem: Problem) -> int:
+    """The world size ``request`` runs ``problem`` at; ValueError when the problem has none such."""
+    if problem.kind != "multi":
+        if request.world_size not in (None, 1):
+            raise ValueError(f"{problem.name} is a single-GPU problem: the world size is 1")
+        return 1
+    size = problem.world_size if request.world_size is None else int(request.world_size)
+    if size not in problem.world_sizes:
+        raise ValueError(f"{problem.name} runs at world sizes {list(problem.world_sizes)}, not {size}")
+    return size

@@ -109,12 +109,21 @@ class Arena:
         self.folder = folder
         self._pointers: dict[str, list[int]] = {}
         self._files: dict[str, list[Path]] = {}
+        self._other_devices: set[int] = set()
 
     def tensor(self, name: str, shape: tuple[int, ...], dtype: torch.dtype,
-               group: str = "") -> tuple[torch.Tensor, BufferHandle]:
-        """A shared tensor of ``group`` (freed together by ``free(group)``) and its handle."""
+               group: str = "", device_index: int | None = None) -> tuple[torch.Tensor, BufferHandle]:
+        """A shared tensor of ``group`` (freed together by ``free(group)``) and its handle.
+
+        ``device_index``: the GPU to allocate on (a multi-GPU job's rank r: GPU r); default the
+        current one. Multi-GPU allocation is written from the CUDA documentation, NOT YET RUN ON A GPU."""
         nbytes = _nbytes(shape, dtype)
-        if self.device == "cuda":
+        if self.device == "cuda" and device_index is not None:
+            self._other_devices.add(device_index)
+            with torch.cuda.device(device_index):
+                _ok(_cudart().cudaSetDevice(device_index))  # cudaMalloc allocates on the current device
+                raw, (kind, ref) = self._cuda(nbytes, group)
+        elif self.device == "cuda":
             raw, (kind, ref) = self._cuda(nbytes, group)
         else:
             raw, (kind, ref) = self._file(nbytes, group)
@@ -148,6 +157,8 @@ class Arena:
         pointers = self._pointers.pop(group, [])
         if pointers:
             torch.cuda.synchronize()
+            for index in sorted(self._other_devices):  # a multi-GPU job's buffers live on every rank's GPU
+                torch.cuda.synchronize(index)
             rt = _cudart()
             for pointer in pointers:
                 rt.cudaFree(pointer)
@@ -184,6 +195,8 @@ class Mapped:
 
     def _open_ipc(self, handle: BufferHandle) -> torch.Tensor:
         rt = _cudart()
+        # Mapped into the device torch uses in this process (a multi-GPU rank's own GPU).
+        _ok(rt.cudaSetDevice(torch.cuda.current_device()))
         ipc = rt.cudaIpcMemHandle_t()
         raw = bytes.fromhex(handle.ref)
         try:

@@ -17,6 +17,8 @@ def _shape_line(shape: ShapeReport) -> str:
     if shape.timing:
         parts.append(_timing("kernel", shape.timing))
         parts.append(_timing("baseline", shape.baseline_timing))
+    if shape.timing and shape.timing.rank_median_us:
+        parts.append("ranks " + "/".join(f"{value:.1f}" for value in shape.timing.rank_median_us) + " us")
     if shape.sol:
         parts.append(f"S={shape.sol.score:.3f} SOL={shape.sol.sol_fraction:.2%} x{shape.sol.speedup:.2f}")
     if shape.message and shape.status.value != "PASSED":
@@ -27,8 +29,9 @@ def _shape_line(shape: ShapeReport) -> str:
 def human_summary(report: EvaluationReport) -> str:
     device = report.device
     dev = f"{device.name} ({device.gpu_type}{', development device' if device.development_device else ''})"
+    ranks = f", {report.world_size} ranks" if report.world_size > 1 else ""
     lines = [
-        f"{report.problem} v{report.problem_version} [{report.language}, {report.mode}] on {dev}",
+        f"{report.problem} v{report.problem_version} [{report.language}, {report.mode}{ranks}] on {dev}",
         f"status: {report.status.value}  {report.message}".rstrip(),
     ]
     lines += [_shape_line(shape) for shape in report.shapes]

@@ -24,7 +24,7 @@ GIB = 1 << 30
 
 
 def test_the_catalogue_has_the_first_multi_gpu_problems_ranked_at_two_gpus() -> None:
-    assert {"allreduce"} <= set(MULTI)
+    assert {"allreduce", "allgather_gemm", "gemm_reducescatter"} <= set(MULTI)
     for name in MULTI:
         problem = get_problem(name)
         assert problem.world_size == 2 and problem.world_sizes == (2, 4, 8), name
@@ -224,3 +224,90 @@ def test_allreduce_tolerance_passes_a_bf16_ring_and_fails_fp8_transport(world_si
         assert _matched(problem, honest, reference) >= problem.tolerance_for("y").matched_ratio, distribution
         fp8 = global_inputs["x"].to(torch.float8_e4m3fn).double().sum(dim=0).bfloat16()
         assert _matched(problem, fp8, reference) < 0.995, distribution
+
+
+# ---------------------------------------------------------------- the tensor-parallel GEMMs
+
+
+@pytest.mark.parametrize(
+    "name, axes, comm_elements",
+    [
+        # gather A: (W-1)/W x M K (smaller than sending B_r, 0.5 x N K, plus the products)
+        ("allgather_gemm", {"M": 4096, "N": 10240, "K": 8192, "world_size": 2}, 0.5 * 4096 * 8192),
+        # very many rows: sending the weights and the products back is less than gathering A
+        ("allgather_gemm", {"M": 65536, "N": 1024, "K": 8192, "world_size": 2}, 0.5 * 1024 * 8192 + 32768 * 512),
+        # reduce-scatter the partials: (W-1)/W x M N
+        ("gemm_reducescatter", {"M": 4096, "N": 8192, "K": 8192, "world_size": 4}, 0.75 * 4096 * 8192),
+        # very many rows, short K: gathering the operands is less than reduce-scattering the partials
+        ("gemm_reducescatter", {"M": 65536, "N": 1024, "K": 1024, "world_size": 2},
+         0.5 * (65536 * 1024 / 2 + 1024 * 1024)),
+    ],
+)
+def test_tensor_parallel_gemm_counts_take_the_least_communication(name: str, axes: dict[str, int],
+                                                                   comm_elements: float) -> None:
+    counts = get_problem(name).counts(axes)
+    m, n, k = axes["M"], axes["N"], axes["K"]
+    assert counts.flops == {"bf16_tensor": float(2 * m * n * k)}
+    assert counts.bytes == float(2 * (m * k + n * k + m * n))
+    assert counts.comm_bytes == pytest.approx(2 * comm_elements)
+
+
+def test_a_qkv_projection_on_two_h200s_is_compute_bound_and_on_eight_link_bound() -> None:
+    problem = get_problem("allgather_gemm")
+    shape = {"M": 4096, "N": 10240, "K": 8192}
+    two = t_sol(problem.counts({**shape, "world_size": 2}), get_gpu_spec("h200"), world_size=2)
+    assert two.bound == "compute" and two.t_sol_us == pytest.approx(2 * 4096 * 10240 * 8192 / 2 / 989e12 * 1e6)
+    eight = t_sol(problem.counts({**shape, "world_size": 8}), get_gpu_spec("h200"), world_size=8)
+    assert eight.bound == "link" and eight.t_sol_us == pytest.approx(7 / 8 * 2 * 4096 * 8192 / 450e9 * 1e6)
+
+
+def _gemm_case(name: str, world_size: int, distribution: str) -> tuple[Problem, dict, dict, torch.Tensor]:
+    problem = get_problem(name)
+    axes = {"M": 64, "N": 128, "K": 1024, "world_size": world_size}
+    module = problem.reference_module()
+    global_inputs = module.generate_inputs(axes, 1, "cpu", distribution)
+    return problem, axes, global_inputs, module.reference(global_inputs, axes)["C"]
+
+
+def _c_matched(problem: Problem, got: torch.Tensor, reference: torch.Tensor) -> float:
+    allowed = problem.tolerance_for("C").allowed_error(reference)
+    return float(((got.double() - reference).abs() <= allowed).double().mean())
+
+
+@pytest.mark.parametrize("world_size", [2, 4, 8])
+def test_allgather_gemm_tolerance_passes_a_gathered_bf16_gemm_and_fails_an_fp8_gather(world_size: int) -> None:
+    for distribution in get_problem("allgather_gemm").distributions:
+        problem, _, global_inputs, reference = _gemm_case("allgather_gemm", world_size, distribution)
+        a, b = global_inputs["A"], global_inputs["B"]
+        honest = (a.float() @ b.float().t()).bfloat16()  # the gather is exact: one GEMM, one rounding
+        assert _c_matched(problem, honest, reference) == 1.0, distribution
+        gathered_in_fp8 = (a.to(torch.float8_e4m3fn).float() @ b.float().t()).bfloat16()
+        assert _c_matched(problem, gathered_in_fp8, reference) < 0.99, distribution
+
+
+def nccl_like_reduce_scatter(partials: list[torch.Tensor]) -> torch.Tensor:
+    """Rows r of the bf16 sum as NCCL's ring reduce-scatter makes them: starting at rank r+1, every
+    hop adds one rank's partial and rounds to bf16; then the row blocks in rank order."""
+    world = len(partials)
+    rows = partials[0].shape[0] // world
+    blocks = []
+    for rank in range(world):
+        where = slice(rank * rows, (rank + 1) * rows)
+        total = partials[(rank + 1) % world][where].float()
+        for hop in range(2, world + 1):
+            total = (total + partials[(rank + hop) % world][where].float()).bfloat16().float()
+        blocks.append(total.bfloat16())
+    return torch.cat(blocks)
+
+
+@pytest.mark.parametrize("world_size", [2, 4, 8])
+def test_gemm_reducescatter_tolerance_passes_a_bf16_ring_and_fails_fp8_partials(world_size: int) -> None:
+    for distribution in get_problem("gemm_reducescatter").distributions:
+        problem, axes, global_inputs, reference = _gemm_case("gemm_reducescatter", world_size, distribution)
+        module = problem.reference_module()
+        shares = [module.rank_inputs(global_inputs, axes, rank) for rank in range(world_size)]
+        partials = [(share["A"].float() @ share["B"].float().t()).bfloat16() for share in shares]
+        honest = nccl_like_reduce_scatter(partials)
+        assert _c_matched(problem, honest, reference) >= problem.tolerance_for("C").matched_ratio, distribution
+        fp8 = nccl_like_reduce_scatter([partial.to(torch.float8_e4m3fn).bfloat16() for partial in partials])
+        assert _c_matched(problem, fp8, reference) < 0.99, distribution

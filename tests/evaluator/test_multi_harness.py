@@ -1,0 +1,151 @@
+"""The multi-GPU harness end to end on the CPU development device: W gloo processes, one trusted
+judge (docs/multigpu.md). An honest kernel passes at world sizes 2 and 4 with the slowest rank's
+time reported; one rank that hangs, dies, raises, errs, modifies its input, turns multicast on or
+patches its clock ends the job with the status that says so, every rank killed."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.harness_helpers import FIXTURES, REPO, evaluate_file, run_cli
+
+CPU = ("--device", "cpu")
+MULTI = FIXTURES / "multi"
+EXAMPLE = REPO / "examples" / "python" / "allreduce.py"
+
+
+def _named(marker: str) -> list[int]:
+    """Processes whose name (/proc/PID/comm) is ``marker``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == marker:
+                found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def _gone(marker: str, wait_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + wait_s
+    while _named(marker):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_an_honest_allreduce_passes_at_every_world_size_with_the_slowest_ranks_time(world_size: int) -> None:
+    report = evaluate_file("allreduce", EXAMPLE, *CPU, "--world-size", str(world_size))
+    assert report["status"] == "PASSED", report["message"]
+    assert report["world_size"] == world_size
+    assert report["device"]["development_device"] is True
+    for shape in report["shapes"]:
+        timing = shape["timing"]
+        assert timing["method"] == "wall" and timing["n"] >= 10
+        assert len(timing["rank_median_us"]) == world_size
+        assert timing["median_us"] >= min(timing["rank_median_us"])  # each iteration: the slowest rank
+        assert len(shape["baseline_timing"]["rank_median_us"]) == world_size
+        assert shape["sol"] is None  # the CPU device has no speed of light
+        trials, timed = shape["checks"][:-1], shape["checks"][-1]
+        assert len(trials) == 12  # 3 public seeds x 4 distributions
+        assert set(trials[0]["errors"]) == {f"y (rank {rank})" for rank in range(world_size)}
+        assert "every rank" in timed["trial"] and timed["passed"]
+
+
+def test_ranked_mode_on_the_cpu_is_witnessed_by_the_judges_clock_and_never_ranked() -> None:
+    report = evaluate_file("allreduce", EXAMPLE, *CPU, "--mode", "ranked", "--secret-seed-stdin", stdin="12345\n")
+    assert report["status"] == "PASSED", report["message"]
+    assert report["world_size"] == 2
+    for shape in report["shapes"]:
+        assert shape["witness"]["source"] == "judge_wall" and shape["witness"]["confirmed"]
+        assert shape["checks"][0]["seed"] is None  # seeds derived from the secret
+    assert report["witnessed"] is True and report["rank_eligible"] is False
+
+
+@pytest.mark.parametrize(
+    ("problem", "world_size"),
+    [("allgather_gemm", 2), ("allgather_gemm", 4), ("gemm_reducescatter", 2), ("gemm_reducescatter", 4)],
+)
+def test_the_tensor_parallel_gemm_examples_pass_at_every_world_size(problem: str, world_size: int) -> None:
+    report = evaluate_file(problem, REPO / "examples" / "python" / f"{problem}.py", *CPU,
+                           "--world-size", str(world_size))
+    assert report["status"] == "PASSED", report["message"]
+    assert all(len(shape["timing"]["rank_median_us"]) == world_size for shape in report["shapes"])
+
+
+@pytest.mark.parametrize("problem", ["allreduce", "allgather_gemm", "gemm_reducescatter"])
+def test_the_baseline_as_a_submission_passes(problem: str, tmp_path: Path) -> None:
+    submission = tmp_path / "baseline.py"
+    submission.write_text(f"from evaluator.problems.{problem}.reference import baseline as kernel\n")
+    report = evaluate_file(problem, submission, *CPU)
+    assert report["status"] == "PASSED", report["message"]
+
+
+def test_a_deadlock_on_one_rank_times_out_and_kills_every_rank() -> None:
+    started = time.monotonic()
+    report = evaluate_file("allreduce", MULTI / "deadlock.py", *CPU, "--time-limit-test", "5")
+    assert time.monotonic() - started < 60
+    assert report["status"] == "TIMEOUT"
+    assert "stage test" in report["message"] and "rank(s) 1 did not answer" in report["message"]
+    assert all(shape["status"] == "TIMEOUT" for shape in report["shapes"])
+    assert _gone("sb-multi-hang"), "a rank outlived the job"
+
+
+def test_a_rank_that_dies_mid_call_is_a_runtime_error_and_every_rank_is_killed() -> None:
+    report = evaluate_file("allreduce", MULTI / "crash_one_rank.py", *CPU)
+    assert report["status"] == "RUNTIME_ERROR"
+    assert "rank 1 died (exit status 3)" in report["message"] and "stage test" in report["message"]
+    assert [shape["status"] for shape in report["shapes"]] == ["RUNTIME_ERROR", "RUNTIME_ERROR"]
+    assert report["shapes"][1]["message"].startswith("not run")
+    assert _gone("sb-multi-crash"), "a rank outlived the job"
+
+
+def test_a_rank_that_raises_ends_the_job_naming_the_rank() -> None:
+    report = evaluate_file("allreduce", MULTI / "raises_one_rank.py", *CPU)
+    assert report["status"] == "RUNTIME_ERROR"
+    first, second = report["shapes"]
+    assert "rank 1: the kernel raised ValueError: rank one gives up" in first["message"]
+    assert second["message"].startswith("not run")
+
+
+def test_a_wrong_result_on_one_rank_is_incorrect_and_names_the_rank() -> None:
+    report = evaluate_file("allreduce", MULTI / "wrong_one_rank.py", *CPU)
+    assert report["status"] == "INCORRECT_NUMERICAL"
+    for shape in report["shapes"]:
+        assert "rank 1: outside tolerance" in shape["message"]
+        failed = shape["checks"][-1]["errors"]
+        assert failed["y (rank 0)"]["matched_ratio"] == 1.0 and failed["y (rank 1)"]["matched_ratio"] < 0.5
+
+
+@pytest.mark.parametrize(
+    ("fixture", "words"),
+    [
+        ("modifies_input.py", "rank 0: the kernel modified its input x (class 7)"),
+        ("multicast_on_import.py", "(NCCL_NVLS_ENABLE=1) during import: NVLink multicast must stay off"),
+        ("multicast_in_call.py", "rank 1: changed the multicast-off environment the harness sets (TORCH_SYMM_MEM_DISABLE_MULTICAST=0) during a call"),
+        ("patches_timer.py", "evaluator.harness.multi_timing._perf_counter_ns"),
+    ],
+)
+def test_a_cheat_on_one_rank_is_rejected(fixture: str, words: str) -> None:
+    report = evaluate_file("allreduce", MULTI / fixture, *CPU)
+    assert report["status"] == "REJECTED"
+    assert words in report["message"]
+
+
+def test_world_sizes_a_problem_does_not_have_are_the_callers_error() -> None:
+    three = run_cli("run", "allreduce", str(EXAMPLE), *CPU, "--world-size", "3")
+    assert three.returncode == 2 and "world sizes [2, 4, 8]" in three.stderr
+    single = run_cli("run", "vector_add", str(REPO / "examples/python/vector_add.py"), *CPU, "--world-size", "2")
+    assert single.returncode == 2 and "single-GPU" in single.stderr
+
+
+def test_the_human_summary_names_the_ranks() -> None:
+    result = run_cli("run", "allreduce", str(EXAMPLE), *CPU)
+    assert result.returncode == 0, result.stderr
+    assert "[python, test, 2 ranks]" in result.stdout and "ranks " in result.stdout

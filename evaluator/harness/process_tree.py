@@ -16,6 +16,7 @@ import signal
 import socket
 import struct
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -90,7 +91,7 @@ def peer_pid(connection: socket.socket) -> int:
     return int(pid)
 
 
-def sweep(root: int, keep: set[int], keep_trees: set[int] = frozenset(),  # type: ignore[assignment]
+def sweep(root: int, keep: Collection[int], keep_trees: Collection[int] = (),
           not_under: int | None = None) -> list[str]:
     """Kill every descendant of ``root`` except ``keep`` and the trees under ``keep_trees`` (less
     whatever descends from ``not_under``); reap the ones re-parented to this process. Returns a line

@@ -78,6 +78,8 @@ def run_arguments(job: Job, ctx: Context, inputs: JobInputs) -> list[str]:
         arguments += ["--calibration", str(inputs.calibration)]
     if job.shapes != "all":
         arguments += ["--shapes", job.shapes]
+    if job.gpu_count > 1:  # a multi-GPU problem: one rank per GPU of the slot (docs/multigpu.md)
+        arguments += ["--world-size", str(job.gpu_count)]
     return arguments
 
 

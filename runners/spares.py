@@ -142,6 +142,8 @@ class Spare:
 
     def fits(self, job: Job, slot: Any) -> str | None:
         """Why ``job`` cannot run in this spare (the jail's limits were set when it started)."""
+        if job.gpu_count > 1:
+            return f"a multi-GPU job runs {job.gpu_count} fresh ranks: a spare holds one child"
         wanted = execute.limits_from(job.limits, slot)
         mine = self.limits
         same = (wanted.file_bytes, wanted.processes, wanted.address_space_bytes, wanted.stderr_bytes) == (

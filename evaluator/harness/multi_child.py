@@ -210,11 +210,17 @@ class RankChild:
             except IterationFailed as error:
                 self.send({"type": "ran", "error": f"during timing: {error}"})
                 return self._after_failed_timing()
-            self.send({"type": "ran", "us": elapsed_us,
-                       "problem": self.activity.problems(native=False, children=False)
-                       or self.environment.problem("a timed call")})
+            self.send({"type": "ran", "us": elapsed_us, "problem": self._after_iteration()})
         sets.clear()
         self.send({"type": "timed", "problem": self.framing_problem(f"the timing of {command.get('shape', '')}")})
+
+    def _after_iteration(self) -> str | None:
+        """The framing checks after every timed iteration: threads, the environment and (GPU) the
+        persisting L2, which the next iteration's preparation would otherwise reset unseen (class 11)."""
+        problem = self.activity.problems(native=False, children=False) or self.environment.problem("a timed call")
+        if problem is None and self.cold is not None:
+            problem = self.cold.persisting_in_use()
+        return problem
 
     def _after_failed_timing(self) -> None:
         """The judge ends the job after a failed iteration; wait for it to say so."""

@@ -480,7 +480,7 @@ class MultiJudge:
         return converged(summarize(iterations.samples_us), TARGET_REL, MIN_SAMPLES)
 
     def _end_timing(self, group: str, iterations: Iterations) -> None:
-        """Every rank's framing checks after its timing (``timed``), then the buffers go."""
+        """Every rank's framing checks after its timing (``timed``), then the sets are unmapped and freed."""
         if self.ended:
             return
         self.ranks.send_all({"type": "stop"})
@@ -488,7 +488,7 @@ class MultiJudge:
         for rank, answer in enumerate(answers):
             if answer.get("problem") and iterations.failure is None:
                 iterations.failure = ("REJECTED", f"rank {rank}: {answer['problem']}")
-        self.arena.free(group)
+        self.unbind(group)  # the ranks unmap the sets before the judge frees them (CUDA IPC)
 
     # ------------------------------------------------------------ endings
 

@@ -110,6 +110,8 @@ class Arena:
         self._pointers: dict[str, list[int]] = {}
         self._files: dict[str, list[Path]] = {}
         self._other_devices: set[int] = set()
+        #: The GPU of every pointer allocated on a given device (freed with that device current).
+        self._pointer_device: dict[int, int] = {}
 
     def tensor(self, name: str, shape: tuple[int, ...], dtype: torch.dtype,
                group: str = "", device_index: int | None = None) -> tuple[torch.Tensor, BufferHandle]:
@@ -123,6 +125,7 @@ class Arena:
             with torch.cuda.device(device_index):
                 _ok(_cudart().cudaSetDevice(device_index))  # cudaMalloc allocates on the current device
                 raw, (kind, ref) = self._cuda(nbytes, group)
+                self._pointer_device[self._pointers[group][-1]] = device_index
         elif self.device == "cuda":
             raw, (kind, ref) = self._cuda(nbytes, group)
         else:
@@ -161,7 +164,13 @@ class Arena:
                 torch.cuda.synchronize(index)
             rt = _cudart()
             for pointer in pointers:
-                rt.cudaFree(pointer)
+                if pointer not in self._pointer_device:
+                    rt.cudaFree(pointer)
+                    continue
+                index = self._pointer_device.pop(pointer)
+                with torch.cuda.device(index):
+                    rt.cudaSetDevice(index)
+                    rt.cudaFree(pointer)
         for path in self._files.pop(group, []):
             try:
                 path.unlink()

@@ -1,0 +1,306 @@
+"""Multi-GPU problems (issue 13) on a machine with two H200s: the checks the CPU could not make.
+
+    SOLBOARD_COMMIT=<sha> python3 benchmarks/multigpu_h200x2.py --out DIR [--parts busbw,jobs,failures]
+        [--budget-s 1500] [--world-size 2] [--shapes all|quick|ranked] [--device cuda|cpu]
+
+``--device cpu`` is a dry run of this script on the CPU development device (gloo, the cpu shapes,
+no NVML): it checks the driver itself, not the GPU path.
+
+Parts (each writes its JSON under DIR after every step, so a run cut short keeps what it did):
+
+- ``busbw``: NCCL all-reduce bus bandwidth, 1 MiB to 1 GiB of bf16, as nccl-tests measures it
+  (CUDA events around 20 back-to-back calls after 5 warm-up calls; busbw = bytes x 2 (W-1)/W / time),
+  with NVLink multicast off as the harness sets it. Its best figure becomes the calibrated link
+  ceiling (``nvlink_gbps_per_direction``) the jobs below are given, so every report has both SOL
+  fractions: against the datasheet's 450 GB/s and against what NCCL reaches here.
+- ``jobs``: every multi-GPU problem's baseline (as a submission) and example through
+  ``python -m evaluator run --device cuda --world-size W`` (the real harness: CUDA IPC buffers on
+  both GPUs, NCCL, CUDA-event timing), the per-shape figures, and whether both GPUs were free of
+  compute processes after each job (NVML, 30 s grace).
+- ``failures``: tests/fixtures/multi's deadlock and crash on one rank: TIMEOUT / RUNTIME_ERROR, every
+  rank killed, GPUs free afterwards.
+
+Provenance in every file: date, host, GPUs and driver (NVML), torch and NCCL versions, the commit
+(env SOLBOARD_COMMIT: the machine gets no .git). Needs torch with CUDA and NCCL, nvidia-ml-py and
+the evaluator's pydantic; no Django, no network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+#: What the harness sets in every rank (evaluator/harness/multi_env.py): the measurement matches.
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+BUSBW_SIZES = [1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30]
+WARMUP, ITERATIONS = 5, 20
+FIXTURES = REPO / "tests" / "fixtures" / "multi"
+#: cuda on the H200s; cpu for a dry run of this script (gloo).
+DEVICE = "cuda"
+
+
+def provenance() -> dict[str, Any]:
+    facts: dict[str, Any] = {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                             "host": socket.gethostname(), "commit": os.environ.get("SOLBOARD_COMMIT", "unknown")}
+    try:
+        import torch
+
+        facts.update(torch=torch.__version__, cuda=torch.version.cuda,
+                     nccl=".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None)
+    except Exception as error:  # noqa: BLE001 - provenance is best effort
+        facts["torch_error"] = str(error)
+    facts["gpus"] = nvml_gpus()
+    return facts
+
+
+def nvml_gpus() -> list[dict[str, Any]]:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        gpus = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            name = pynvml.nvmlDeviceGetName(handle)
+            gpus.append({"index": index, "name": name.decode() if isinstance(name, bytes) else name,
+                         "driver": driver.decode() if isinstance(driver, bytes) else driver,
+                         "uuid": str(pynvml.nvmlDeviceGetUUID(handle))})
+        return gpus
+    except Exception as error:  # noqa: BLE001
+        return [{"error": str(error)}]
+
+
+def gpu_holders(indices: list[int]) -> dict[int, list[int]]:
+    """pid of every compute process on each GPU (NVML): empty lists mean the GPUs are free."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    found = {}
+    for index in indices:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        found[index] = [int(process.pid) for process in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)]
+    return found
+
+
+def gpus_free_after(indices: list[int], grace_s: float = 30.0) -> dict[str, Any]:
+    """Wait up to ``grace_s`` for every GPU to have no compute process (as the runner's slot does)."""
+    if DEVICE == "cpu":
+        return {"free": True, "seconds": 0.0, "holders": {}, "note": "CPU dry run: no GPU to check"}
+    began = time.monotonic()
+    while True:
+        holders = gpu_holders(indices)
+        if not any(holders.values()) or time.monotonic() - began > grace_s:
+            return {"free": not any(holders.values()), "seconds": round(time.monotonic() - began, 2),
+                    "holders": {str(index): pids for index, pids in holders.items()}}
+        time.sleep(0.5)
+
+
+def write(path: Path, data: dict[str, Any]) -> None:
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(data, indent=2))
+    temporary.replace(path)
+
+
+# ---------------------------------------------------------------- NCCL bus bandwidth
+
+
+def _busbw_rank(rank: int, world_size: int, store_path: str, result_path: str, on_gpu: bool) -> None:
+    import torch
+    import torch.distributed as dist
+
+    os.environ.update(MULTICAST_OFF)
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    store = dist.FileStore(store_path, world_size)
+    if on_gpu:
+        torch.cuda.set_device(rank)
+        device = torch.device("cuda", rank)
+        dist.init_process_group("nccl", store=store, rank=rank, world_size=world_size, device_id=device)
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size)
+    rows = []
+    for size in BUSBW_SIZES if on_gpu else BUSBW_SIZES[:2]:
+        tensor = torch.ones(size // 2, dtype=torch.bfloat16, device=device)
+        for _ in range(WARMUP):
+            dist.all_reduce(tensor)
+        _synchronize(on_gpu)
+        dist.barrier()
+        began = time.perf_counter()
+        if on_gpu:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+        for _ in range(ITERATIONS):
+            dist.all_reduce(tensor)
+        if on_gpu:
+            end.record()
+        _synchronize(on_gpu)
+        elapsed_s = start.elapsed_time(end) / 1e3 if on_gpu else time.perf_counter() - began
+        seconds = elapsed_s / ITERATIONS
+        algbw = size / seconds / 1e9
+        rows.append({"bytes": size, "time_us": seconds * 1e6, "algbw_gbps": algbw,
+                     "busbw_gbps": algbw * 2 * (world_size - 1) / world_size})
+    if rank == 0:
+        Path(result_path).write_text(json.dumps(rows))
+    dist.destroy_process_group()
+
+
+def _synchronize(on_gpu: bool) -> None:
+    if on_gpu:
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def measure_busbw(world_size: int) -> list[dict[str, Any]]:
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as folder:
+        result = Path(folder) / "busbw.json"
+        mp.spawn(_busbw_rank, args=(world_size, str(Path(folder) / "store"), str(result), DEVICE == "cuda"),
+                 nprocs=world_size)
+        return json.loads(result.read_text())
+
+
+def part_busbw(out: Path, world_size: int) -> float | None:
+    data: dict[str, Any] = {"provenance": provenance(), "world_size": world_size, "multicast_off": MULTICAST_OFF,
+                            "method": f"nccl-tests style: {WARMUP} warm-up, {ITERATIONS} back-to-back calls, "
+                                      "CUDA events; busbw = bytes x 2 (W-1)/W / time"}
+    try:
+        data["rows"] = measure_busbw(world_size)
+        data["best_busbw_gbps"] = max(row["busbw_gbps"] for row in data["rows"])
+        data["datasheet_gbps_per_direction"] = 450.0 if DEVICE == "cuda" else None
+    except Exception as error:  # noqa: BLE001 - recorded, the other parts still run
+        data["error"] = f"{type(error).__name__}: {error}"
+    data["gpus_after"] = gpus_free_after(list(range(world_size)))
+    write(out / "busbw.json", data)
+    return data.get("best_busbw_gbps")
+
+
+# ---------------------------------------------------------------- evaluator jobs
+
+
+def run_evaluator(problem: str, source: Path, world_size: int, extra: list[str], timeout_s: float) -> dict[str, Any]:
+    argv = [sys.executable, "-m", "evaluator", "run", problem, str(source), "--device", DEVICE, "--json",
+            "--world-size", str(world_size), *extra]
+    began = time.monotonic()
+    try:
+        result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return {"argv": argv[2:], "error": f"the evaluator ran past {timeout_s:.0f} s", "wall_s": timeout_s}
+    job: dict[str, Any] = {"argv": argv[2:], "returncode": result.returncode,
+                           "wall_s": round(time.monotonic() - began, 2)}
+    if result.returncode != 0:
+        job["stderr_tail"] = result.stderr[-4000:]
+        return job
+    report = json.loads(result.stdout)
+    job.update(status=report["status"], message=report["message"][:1000], world_size=report.get("world_size"),
+               notes=report["notes"][:20], flags=report["flags"], phase_seconds=report["phase_seconds"],
+               device=report["device"], log_tail=report["log"][-3000:], shapes=[_shape(s) for s in report["shapes"]])
+    return job
+
+
+def _shape(shape: dict[str, Any]) -> dict[str, Any]:
+    timing, baseline, sol = shape.get("timing") or {}, shape.get("baseline_timing") or {}, shape.get("sol") or {}
+    return {
+        "shape_id": shape["shape_id"], "status": shape["status"], "message": shape["message"][:500],
+        "kernel_median_us": timing.get("median_us"), "kernel_ci95_rel": timing.get("ci95_half_width_rel"),
+        "kernel_n": timing.get("n"), "kernel_rank_median_us": timing.get("rank_median_us"),
+        "baseline_median_us": baseline.get("median_us"), "baseline_rank_median_us": baseline.get("rank_median_us"),
+        "t_sol_us": sol.get("t_sol_us"), "bound": sol.get("bound"), "comm_bytes": sol.get("comm_bytes"),
+        "sol_fraction_datasheet": sol.get("sol_fraction"),
+        "t_sol_calibrated_us": sol.get("t_sol_attainable_us"),
+        "sol_fraction_calibrated": sol.get("sol_fraction_attainable"),
+        "score": sol.get("score"), "speedup": sol.get("speedup"), "faster_than_light": sol.get("faster_than_light"),
+        "wall_seconds": shape.get("wall_seconds"),
+    }
+
+
+def multi_problems() -> list[str]:
+    from evaluator.problems import load_catalogue
+
+    return sorted(name for name, problem in load_catalogue().items() if problem.kind == "multi")
+
+
+def part_jobs(out: Path, world_size: int, shapes: str, busbw_gbps: float | None, deadline: float) -> None:
+    scratch = Path(tempfile.mkdtemp(prefix="multigpu-"))
+    calibration = scratch / "calibration.json"
+    ceilings = {"nvlink_gbps_per_direction": busbw_gbps} if busbw_gbps else {}
+    calibration.write_text(json.dumps({"ceilings": ceilings}))
+    data: dict[str, Any] = {"provenance": provenance(), "world_size": world_size, "shapes": shapes,
+                            "calibration": ceilings, "jobs": []}
+    for problem in multi_problems():
+        baseline = scratch / f"{problem}_baseline.py"
+        baseline.write_text(f"from evaluator.problems.{problem}.reference import baseline as kernel\n")
+        for kind, source in (("baseline", baseline), ("example", REPO / "examples" / "python" / f"{problem}.py")):
+            left = deadline - time.monotonic()
+            if left < 60:
+                data["jobs"].append({"problem": problem, "kind": kind, "skipped": "device budget spent"})
+                continue
+            extra = ["--shapes", shapes, "--calibration", str(calibration)]
+            job = {"problem": problem, "kind": kind,
+                   **run_evaluator(problem, source, world_size, extra, min(left - 30, 900))}
+            job["gpus_after"] = gpus_free_after(list(range(world_size)))
+            data["jobs"].append(job)
+            write(out / "jobs.json", data)
+            print(f"{problem} {kind}: {job.get('status') or job.get('error') or job.get('returncode')} "
+                  f"in {job.get('wall_s')} s; GPUs free: {job['gpus_after']['free']}", flush=True)
+    write(out / "jobs.json", data)
+
+
+def part_failures(out: Path, world_size: int, deadline: float) -> None:
+    data: dict[str, Any] = {"provenance": provenance(), "world_size": world_size, "jobs": []}
+    cases = [("deadlock.py", ["--time-limit-test", "20"], "TIMEOUT"),
+             ("crash_one_rank.py", [], "RUNTIME_ERROR"),
+             ("multicast_on_import.py", [], "REJECTED")]
+    for fixture, extra, expected in cases:
+        if deadline - time.monotonic() < 90:
+            data["jobs"].append({"fixture": fixture, "skipped": "device budget spent"})
+            continue
+        job = {"fixture": fixture, "expected": expected,
+               **run_evaluator("allreduce", FIXTURES / fixture, world_size, ["--shapes", "quick", *extra], 300)}
+        job["gpus_after"] = gpus_free_after(list(range(world_size)))
+        job["as_expected"] = job.get("status") == expected and job["gpus_after"]["free"]
+        data["jobs"].append(job)
+        write(out / "failures.json", data)
+        print(f"{fixture}: {job.get('status')} (expected {expected}); GPUs free: {job['gpus_after']['free']}", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--parts", default="busbw,jobs,failures")
+    parser.add_argument("--budget-s", type=float, default=1500)
+    parser.add_argument("--world-size", type=int, default=2)
+    parser.add_argument("--shapes", choices=["all", "quick", "ranked"], default="all")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a dry run of this script")
+    args = parser.parse_args()
+    global DEVICE
+    DEVICE = args.device
+    deadline = time.monotonic() + args.budget_s
+    args.out.mkdir(parents=True, exist_ok=True)
+    parts = args.parts.split(",")
+    busbw = part_busbw(args.out, args.world_size) if "busbw" in parts else None
+    if busbw is None and (args.out / "busbw.json").exists():
+        busbw = json.loads((args.out / "busbw.json").read_text()).get("best_busbw_gbps")
+    if "failures" in parts:  # short, and the GPU-freeing check matters most: before the long jobs
+        part_failures(args.out, args.world_size, deadline)
+    if "jobs" in parts:
+        part_jobs(args.out, args.world_size, args.shapes, busbw, deadline)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

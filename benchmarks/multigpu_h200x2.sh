@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Multi-GPU problems (issue 13) on a machine with 2 H200s: the NCCL path of the multi-GPU harness,
+# written from documentation and NOT YET RUN ON A GPU before this script. Carry .whl/ (pydantic and
+# its dependencies: the machine has torch, NCCL, ncu and nvidia-ml-py, no network, no Django). Run
+# from the repository root:
+#   SOLBOARD_COMMIT=$(git rev-parse HEAD) OUT=/some/dir bash benchmarks/multigpu_h200x2.sh [BUDGET_S] [SHAPES]
+# Writes under $OUT (copy them to benchmarks/results/multigpu_h200x2/ afterwards):
+#   env.txt         date, commit, GPUs, driver, NVLink topology and link state, torch and NCCL versions
+#   busbw.json      NCCL all-reduce bus bandwidth 1 MiB-1 GiB (the calibrated link ceiling)
+#   failures.json   deadlock / crash / multicast fixtures: statuses and whether both GPUs were freed
+#   jobs.json       every multi problem's baseline and example at W = 2: per-shape timings, SOL
+#                   fractions against the datasheet (450 GB/s) and the measured busbw, GPUs freed
+#   pytest_multi.txt  the CPU harness tests, re-run here (gloo) as a sanity check of the checkout
+set -u
+OUT=${OUT:?set OUT}
+BUDGET=${1:-1500}
+SHAPES=${2:-all}
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl > /dev/null 2>&1 \
+    || python3 -m pip install -q --break-system-packages --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl \
+    || echo "warning: the carried wheels did not install (is pydantic already there?)"
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+export SOLBOARD_COMMIT=${SOLBOARD_COMMIT:-unknown}
+started=$(date +%s)
+{ date -u; echo "commit $SOLBOARD_COMMIT"
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
+  nvidia-smi topo -m; nvidia-smi nvlink -s 2>&1 | head -60
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version(), "gpus", torch.cuda.device_count())'
+} > "$OUT/env.txt" 2>&1
+[ "$(python3 -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ] || { echo "fewer than 2 GPUs: stop"; cat "$OUT/env.txt"; exit 1; }
+timeout $(( BUDGET - 60 )) python3 benchmarks/multigpu_h200x2.py --out "$OUT" --budget-s $(( BUDGET - 120 )) \
+    --shapes "$SHAPES" > "$OUT/driver.log" 2>&1
+echo "driver rc=$?"; tail -20 "$OUT/driver.log"
+left=$(( BUDGET - ($(date +%s) - started) ))
+if [ "$left" -gt 150 ]; then
+    timeout $(( left - 30 )) python3 -m pytest -q -p no:cacheprovider tests/evaluator/test_multi_problems.py \
+        tests/evaluator/test_multi_harness.py > "$OUT/pytest_multi.txt" 2>&1
+    echo "pytest rc=$?" >> "$OUT/pytest_multi.txt"; tail -3 "$OUT/pytest_multi.txt"
+fi
+echo "done in $(( $(date +%s) - started )) s"

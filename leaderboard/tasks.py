@@ -38,9 +38,11 @@ from django.db import OperationalError
 
 from solboard_common.protocol import (
     SITE_HEARTBEAT_TASK,
+    SITE_PROVISIONAL_TASK,
     SITE_RESULT_TASK,
     SITE_STARTED_TASK,
     Heartbeat,
+    JobProvisional,
     JobResult,
     JobStarted,
 )
@@ -65,6 +67,22 @@ def store_result(payload: dict[str, Any]) -> str:
         return outcome
 
     return receive(SITE_RESULT_TASK, payload, JobResult, store)
+
+
+@site_task(name=SITE_PROVISIONAL_TASK, queue=SITE_QUEUE, time_limit=120, soft_time_limit=100, acks_late=True,
+           **_DB_RETRY)
+def store_provisional(payload: dict[str, Any]) -> str:
+    """A ranked job's report before its witness (protocol 2): authenticated as every runner message."""
+    from leaderboard import dispatch
+    from leaderboard.dispatch.inbox import receive
+
+    def store(message: JobProvisional) -> str:
+        outcome = dispatch.store_provisional(message)
+        _runner_log.info("provisional %s of evaluation %s from %s: %s", message.job_id, message.evaluation_id,
+                         message.runner, outcome)
+        return outcome
+
+    return receive(SITE_PROVISIONAL_TASK, payload, JobProvisional, store)
 
 
 @site_task(name=SITE_STARTED_TASK, queue=SITE_QUEUE, time_limit=60, soft_time_limit=50, acks_late=True,

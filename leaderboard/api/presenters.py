@@ -3,12 +3,14 @@
 Who sees what: the owner (and staff) see the source, the launch spec and the submission's log;
 everyone else sees status, figures and the report without its log (a kernel's stdout may echo
 its source). A passed result that its witness has not confirmed is ``provisional``: shown, never
-ranked. ``not_ranked_reason`` says exactly why a result is not in a ranking.
+ranked; so is a running ranked job's report before its witness (``provisional_report``), which
+its final result replaces. ``not_ranked_reason`` says exactly why a result is not in a ranking.
 """
 
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Q
@@ -34,10 +36,19 @@ def overall_status(statuses: list[str]) -> str:
 
 
 def state_token(evaluations: list[tuple[int, str]]) -> str:
-    """A short fingerprint of (evaluation id, status) pairs: it changes exactly when a status
-    changes or an evaluation is added (a re-run). Long-poll clients send it back as ``since``."""
+    """A short fingerprint of (evaluation id, state) pairs (``evaluation_state``): it changes
+    exactly when a status changes, a provisional result comes or an evaluation is added (a re-run).
+    Long-poll clients send it back as ``since``."""
     text = ",".join(f"{pk}:{status}" for pk, status in sorted(evaluations))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def evaluation_state(status: str, provisional_at: datetime | None, started_at: datetime | None) -> str:
+    """The status, and whether the running attempt has a provisional result (the same rule as
+    ``Evaluation.current_provisional``, from the three columns a poller reads)."""
+    current = (status == S.RUNNING and provisional_at is not None
+               and (started_at is None or provisional_at >= started_at))
+    return f"{status}+provisional" if current else status
 
 
 def queue_position(evaluation: Evaluation) -> int | None:
@@ -57,6 +68,8 @@ def not_ranked_reason(evaluation: Evaluation) -> str | None:
     """None when the result is in its ranking; else the exact reason, first one that applies."""
     if evaluation.mode != Mode.RANKED:
         return "test mode is never ranked: submit with mode=ranked"
+    if evaluation.current_provisional is not None:
+        return "not finished (running): the provisional result is shown until its witness has run"
     if evaluation.status in WAITING:
         return f"not finished ({evaluation.status})"
     if evaluation.status != S.PASSED:
@@ -141,11 +154,21 @@ def evaluation_body(evaluation: Evaluation, private: bool, with_report: bool) ->
         "provisional": is_provisional(evaluation), "not_ranked_reason": not_ranked_reason(evaluation),
         "features_met": evaluation.features_met, "flags": evaluation.flags,
     }
-    report = evaluation.report
-    body["shapes"] = [shape_feedback(shape) for shape in (report or {}).get("shapes", [])]
+    report, early = evaluation.report, evaluation.current_provisional
+    body.update(provisional_at=evaluation.provisional_at if early else None,
+                provisional_score=(early or {}).get("problem_score"))
+    if early is not None:
+        body["provisional"] = True
+    body["shapes"] = [shape_feedback(shape) for shape in (report or early or {}).get("shapes", [])]
     if with_report:
-        body["report"] = report if private or report is None else {**report, "log": ""}
+        body["report"] = _visible(report, private)
+        body["provisional_report"] = _visible(early, private)
     return body
+
+
+def _visible(report: dict[str, Any] | None, private: bool) -> dict[str, Any] | None:
+    """The report as this viewer may see it: without the submission's log unless private."""
+    return report if private or report is None else {**report, "log": ""}
 
 
 def agent_of(submission: Submission) -> dict[str, str] | None:
@@ -163,7 +186,9 @@ def submission_body(submission: Submission, viewer: Any, with_report: bool = Tru
         "language": submission.language, "user": submission.user.get_username(), "agent": agent_of(submission),
         "created_at": submission.created_at, "source_sha256": submission.source_sha256,
         "status": overall_status([evaluation.status for evaluation in evaluations]),
-        "state": state_token([(evaluation.pk, evaluation.status) for evaluation in evaluations]),
+        "state": state_token([(evaluation.pk, evaluation_state(evaluation.status, evaluation.provisional_at,
+                                                               evaluation.started_at))
+                              for evaluation in evaluations]),
         "static_evidence": submission.static_evidence,
         "evaluations": [evaluation_body(evaluation, private, with_report) for evaluation in evaluations],
     }

@@ -203,13 +203,22 @@ class EvaluationSerializer(serializers.Serializer):
     finished_at = serializers.DateTimeField(allow_null=True)
     score = serializers.FloatField(allow_null=True)
     rank_eligible = serializers.BooleanField()
-    provisional = serializers.BooleanField(help_text="Passed, but its witness has not confirmed the timing.")
+    provisional = serializers.BooleanField(
+        help_text="Passed, but its witness has not confirmed the timing; or running, with a provisional result "
+        "from before its witness (provisional_report).")
+    provisional_at = serializers.DateTimeField(
+        allow_null=True, help_text="When the running job's provisional result came (ranked stage done, witness "
+        "running); null once the evaluation ended (its final result replaces it).")
+    provisional_score = serializers.FloatField(allow_null=True, help_text="The provisional result's problem score.")
     not_ranked_reason = serializers.CharField(allow_null=True)
     features_met = serializers.BooleanField(allow_null=True)
     flags = serializers.ListField(child=serializers.CharField())
     shapes = ShapeFeedbackSerializer(many=True)
     report = serializers.DictField(allow_null=True, required=False,
                                    help_text="The evaluator's full report (docs/report-schema.json).")
+    provisional_report = serializers.DictField(
+        allow_null=True, required=False, help_text="While running: the report when the ranked stage ended, "
+        "before its witness (witnessed false, never ranked), as the site judged it.")
 
 
 class AgentSerializer(serializers.Serializer):

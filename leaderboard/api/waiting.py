@@ -24,7 +24,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from rest_framework.utils.encoders import JSONEncoder
 
 from leaderboard.api.errors import ApiError
-from leaderboard.api.presenters import state_token, submission_body
+from leaderboard.api.presenters import evaluation_state, state_token, submission_body
 from leaderboard.api.views_submissions import SubmissionDetailView
 from leaderboard.models import Evaluation, Submission
 
@@ -39,10 +39,11 @@ def current_states(submission_ids: list[int]) -> dict[int, str]:
     """submission id -> state token, for all of them in one query (runs in a worker thread)."""
     close_old_connections()
     pairs: dict[int, list[tuple[int, str]]] = {pk: [] for pk in submission_ids}
-    rows = Evaluation.objects.filter(submission_id__in=submission_ids).values_list("submission_id", "id", "status")
+    rows = Evaluation.objects.filter(submission_id__in=submission_ids).values_list(
+        "submission_id", "id", "status", "provisional_at", "started_at")
     try:
-        for submission_id, evaluation_id, status in rows:
-            pairs[submission_id].append((evaluation_id, status))
+        for submission_id, evaluation_id, status, provisional_at, started_at in rows:
+            pairs[submission_id].append((evaluation_id, evaluation_state(status, provisional_at, started_at)))
     finally:
         _close_connections()  # this executor thread may not come back: hold no connection
     return {pk: state_token(items) for pk, items in pairs.items()}

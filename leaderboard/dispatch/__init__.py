@@ -3,7 +3,7 @@
 - ``enqueue``: build a Job from an Evaluation; hand evaluations to the broker on commit, at most
   ``SOLBOARD_MAX_INFLIGHT_PER_USER`` per user and GPU type at a time (fair scheduling); cancel.
 - ``messages``: job_started (attempt counting, stale deliveries), results (validated, stored
-  once), heartbeats (RunnerNode rows).
+  once), provisional reports (before the witness: shown, never ranked), heartbeats (RunnerNode rows).
 - ``sweep``: re-enqueue what was never handed over, requeue or fail the jobs of lost runners.
 
 Runners hold no database credentials: everything they say arrives here as a message and is
@@ -21,7 +21,7 @@ from leaderboard.dispatch.enqueue import (
     release_pending,
     send_control,
 )
-from leaderboard.dispatch.messages import record_heartbeat, record_started, store_result
+from leaderboard.dispatch.messages import record_heartbeat, record_started, store_provisional, store_result
 from leaderboard.dispatch.sweep import SweepReport, maybe_sweep, sweep
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "record_started",
     "release_pending",
     "send_control",
+    "store_provisional",
     "store_result",
     "sweep",
 ]

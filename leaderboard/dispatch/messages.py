@@ -17,7 +17,7 @@ from django.utils import timezone
 from leaderboard.dispatch import store
 from leaderboard.dispatch.enqueue import INFLIGHT, release_pending, send_control
 from leaderboard.models import Evaluation, EvaluationStatus, GpuType, RunnerNode
-from solboard_common.protocol import Heartbeat, JobResult, JobStarted, parse_gpu_queue
+from solboard_common.protocol import Heartbeat, JobProvisional, JobResult, JobStarted, parse_gpu_queue
 
 log = logging.getLogger(__name__)
 S = EvaluationStatus
@@ -85,6 +85,24 @@ def store_result(result: JobResult) -> str:
     return outcome
 
 
+def store_provisional(message: JobProvisional) -> str:
+    """A ranked job's report before its witness: kept beside the running evaluation, shown, never
+    ranked; the job's result replaces it. Only the runner that claimed the job may send it."""
+    evaluation = _evaluation(message.evaluation_id)
+    if evaluation is None:
+        return "unknown evaluation"
+    if evaluation.status != S.RUNNING:  # ended already, or its job_started was lost: nothing to show early
+        return f"ignored: {evaluation.status}"
+    if str(evaluation.job_id) != message.job_id:
+        return "ignored: stale job id"
+    claimed_by = _claimant(evaluation)
+    if claimed_by != message.runner:
+        return f"ignored: claimed by {claimed_by}, not {message.runner}"
+    if evaluation.mode != "ranked":
+        return "ignored: a provisional report is a ranked job's"
+    return store.store_provisional_report(evaluation, message)
+
+
 def _claimant(evaluation: Evaluation) -> str | None:
     """The runner whose job_started (or heartbeat) claimed this delivery: only it may answer."""
     if evaluation.status == S.RUNNING and evaluation.runner is not None:
@@ -101,7 +119,8 @@ def _apply(evaluation: Evaluation, result: JobResult) -> str:
         return store.store_report(evaluation, result)
     status = {"cancelled": S.CANCELLED, "timeout": S.TIMEOUT}.get(result.outcome, S.ERROR)
     message = result.message or result.outcome
-    done = evaluation.transition(status, expected=(S.RUNNING,), message=message, log=result.log)
+    done = evaluation.transition(status, expected=(S.RUNNING,), message=message, log=result.log,
+                                 provisional_report=None)
     return f"stored {status}" if done else "ignored: status changed meanwhile"
 
 

@@ -1,4 +1,5 @@
-"""Storing a completed report: the site's verdict, its ShapeResults, its score (judge.py).
+"""Storing a completed report: the site's verdict, its ShapeResults, its score (judge.py); and a
+provisional one (before the witness), kept aside and never ranked.
 
 The report is stored as the site judged it: its SOL figures, problem score, eligibility and
 ``witnessed`` replaced by the site's own, so no stored copy carries a figure the site did not
@@ -11,10 +12,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from django.utils import timezone
+
 from evaluator.report import EvaluationReport, ShapeReport, Status
 from leaderboard.dispatch.judge import Judgement, Refused, judge
 from leaderboard.models import Evaluation, EvaluationStatus, Shape, ShapeResult
-from solboard_common.protocol import JobResult
+from solboard_common.protocol import JobProvisional, JobResult
 
 S = EvaluationStatus
 
@@ -36,12 +39,32 @@ def store_report(evaluation: Evaluation, result: JobResult) -> str:
         judgement.verdict, expected=(S.RUNNING,), evaluator_status=report.status.value,
         message=report.message[:10000], report=json_safe(as_judged.model_dump(mode="json")), log=(report.log or result.log),
         score=judgement.score, rank_eligible=judgement.rank_eligible, flags=report.flags,
-        features_met=features_met(report),
+        features_met=features_met(report), provisional_report=None,
     )
     if not done:
         return "ignored: status changed meanwhile"
     _store_shapes(evaluation, as_judged, shapes, judgement)
     return f"stored {judgement.verdict}"
+
+
+def store_provisional_report(evaluation: Evaluation, message: JobProvisional) -> str:
+    """A running ranked job's report before its witness, judged like any report (the site's own
+    figures; a refused one is dropped: the final result will say what it says) and kept beside the
+    evaluation: never in ``report``, ``score`` or the ShapeResults, so it can rank nothing."""
+    report = message.report
+    problem = _mismatch(evaluation, report)
+    if problem:
+        return f"ignored: {problem}"
+    shapes = {shape.shape_id: shape for shape in Shape.objects.filter(problem=evaluation.submission.problem)}
+    try:
+        judgement = judge(evaluation, report, shapes)
+    except Refused as refusal:
+        return f"ignored: the site refuses it: {refusal}"
+    judgement.witnessed = judgement.rank_eligible = False  # nothing is witnessed yet
+    as_judged = _as_judged(report, judgement)
+    stored = Evaluation.objects.filter(pk=evaluation.pk, status=S.RUNNING, job_id=evaluation.job_id).update(
+        provisional_report=json_safe(as_judged.model_dump(mode="json")), provisional_at=timezone.now())
+    return "stored provisional" if stored else "ignored: status changed meanwhile"
 
 
 def _store_refusal(evaluation: Evaluation, result: JobResult, why: str) -> str:
@@ -53,7 +76,7 @@ def _store_refusal(evaluation: Evaluation, result: JobResult, why: str) -> str:
     done = evaluation.transition(
         S.REJECTED, expected=(S.RUNNING,), evaluator_status=Status.REJECTED.value,
         message=f"the site refused the runner's report: {why}"[:10000], report=json_safe(refused.model_dump(mode="json")),
-        log=(report.log or result.log), score=None, rank_eligible=False, flags=report.flags,
+        log=(report.log or result.log), score=None, rank_eligible=False, flags=report.flags, provisional_report=None,
     )
     return "stored rejected" if done else "ignored: status changed meanwhile"
 

@@ -88,6 +88,12 @@ class Evaluation(models.Model):
         help_text="The report's evidence shows every architecture feature the problem requires here; "
         "null when it requires none or the report has no evidence (Python).",
     )
+    #: A ranked job's report when its ranked stage ended, before the witness, as the site judged
+    #: it: shown while the evaluation runs, never ranked (report, score, rank_eligible and the
+    #: ShapeResults are the final result's alone).
+    provisional_report = models.JSONField(null=True, blank=True,
+                                          help_text="Before the witness; shown while running, never ranked.")
+    provisional_at = models.DateTimeField(null=True, blank=True, help_text="When the provisional report came.")
 
     class Meta:
         ordering = ["-queued_at"]
@@ -112,6 +118,16 @@ class Evaluation(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+    @property
+    def current_provisional(self) -> dict[str, Any] | None:
+        """The provisional report of the attempt now running, or None: once the evaluation ended,
+        its final result is what counts; after a requeue, the earlier attempt's report is not it."""
+        if self.status != S.RUNNING or self.provisional_report is None or self.provisional_at is None:
+            return None
+        if self.started_at is not None and self.provisional_at < self.started_at:
+            return None
+        return self.provisional_report  # type: ignore[no-any-return]
 
     def transition(self, new: str, *, expected: tuple[str, ...] | None = None, **fields: Any) -> bool:
         """Move to ``new`` if the row's current status allows it, atomically; False otherwise.

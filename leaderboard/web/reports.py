@@ -8,6 +8,7 @@ recomputes nothing that decides a rank. A fixed number of queries whatever the s
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -112,6 +113,8 @@ class LiveState:
     position: int | None = None
     estimated_wait: timedelta | None = None
     running_for: timedelta | None = None
+    #: The running job's provisional result (ranked stage done, witness running), as judged.
+    provisional: dict[str, Any] | None = None
 
 
 def live_state(evaluation: Evaluation) -> LiveState | None:
@@ -121,7 +124,8 @@ def live_state(evaluation: Evaluation) -> LiveState | None:
     now = timezone.now()
     if evaluation.status == S.RUNNING:
         runner = evaluation.runner.name if evaluation.runner else "a runner"
-        return LiveState(f"running on {runner}", running_for=now - (evaluation.started_at or now))
+        return LiveState(f"running on {runner}", running_for=now - (evaluation.started_at or now),
+                         provisional=evaluation.current_provisional)
     ahead = Evaluation.objects.filter(gpu_type=evaluation.gpu_type, status=S.QUEUED, cancel_requested=False,
                                       queued_at__lt=evaluation.queued_at).count()
     stage = ("handed to the runners' queue" if evaluation.enqueued_at else
@@ -203,6 +207,8 @@ class EvaluationView:
     not_ranked: str
     features: str
     report: dict[str, Any]
+    #: While running: the provisional report (before the witness), shown until the final one comes.
+    provisional: dict[str, Any] | None = None
 
 
 def evaluation_view(evaluation: Evaluation, submission: Submission) -> EvaluationView:
@@ -210,8 +216,14 @@ def evaluation_view(evaluation: Evaluation, submission: Submission) -> Evaluatio
     return EvaluationView(
         evaluation, live_state(evaluation), views, roofline(evaluation, views),
         not_ranked_reason(evaluation) if evaluation.is_terminal else "",
-        features_note(evaluation, submission), evaluation.report or {},
+        features_note(evaluation, submission), evaluation.report or {}, evaluation.current_provisional,
     )
+
+
+def provisional_ids(evaluations: Iterable[Evaluation]) -> str:
+    """Which evaluations show a provisional result now (the live status block reloads the page when
+    this changes, so the provisional table appears without waiting for the final result)."""
+    return ",".join(str(evaluation.pk) for evaluation in evaluations if evaluation.current_provisional is not None)
 
 
 def static_kernels(submission: Submission) -> list[dict[str, Any]]:

@@ -26,6 +26,7 @@ from leaderboard.web.reports import (
     live_state,
     load_submission,
     may_act,
+    provisional_ids,
     static_kernels,
     visible_source,
 )
@@ -53,6 +54,7 @@ def submission_page(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "web/submission.html", {
         "submission": submission, "problem": submission.problem, "evaluations": views, "agent": agent_of(submission),
         "status_rows": [(view.evaluation, view.live) for view in views],
+        "provisional_ids": provisional_ids(submission.evaluations.all()),
         "show_source": show_source,
         "source": highlighted(submission.source, submission.language) if show_source else None,
         "static_kernels": static_kernels(submission), "can_act": may_act(submission, request.user),
@@ -62,13 +64,16 @@ def submission_page(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_GET
 def submission_status(request: HttpRequest, pk: int) -> HttpResponse:
-    """The live status block; tells htmx to reload the page once every evaluation has ended."""
+    """The live status block; tells htmx to reload the page once every evaluation has ended, or
+    when a provisional result came that the page does not show yet (``?provisional=`` names the
+    evaluations whose provisional result it shows)."""
     submission = _submission_or_404(pk)
     in_flight = _in_flight(submission)
-    if request.htmx and not in_flight:
+    showing = provisional_ids(submission.evaluations.all())
+    if request.htmx and (not in_flight or showing != request.GET.get("provisional", "")):
         return HttpResponseClientRefresh()
     rows = [(evaluation, live_state(evaluation)) for evaluation in submission.evaluations.all()]
-    return render(request, "web/_status.html", {"submission": submission, "rows": rows,
+    return render(request, "web/_status.html", {"submission": submission, "rows": rows, "provisional_ids": showing,
                                                 "in_flight": in_flight, "poll_seconds": POLL_SECONDS})
 
 

@@ -172,6 +172,9 @@ def test_a_submission_reaches_the_cpu_runner_and_comes_back_as_a_stored_ranked_r
     assert evaluation.score is not None and 0 < evaluation.score < 1
     assert evaluation.shape_results.count() == len(evaluation.report["shapes"]) == 2
     assert evaluation.runner.name == f"{runner_a.name}:cpu" and evaluation.attempts == 1
+    # Its provisional result (ranked stage done, before the witness) came first; the final replaced it.
+    assert evaluation.provisional_at is not None and evaluation.provisional_at <= evaluation.finished_at
+    assert evaluation.provisional_report is None
     # Ranked (in the development ranking) only once the judge's clock confirmed every median.
     assert evaluation.rank_eligible is evaluation.report["witnessed"]
     # The rankings are refreshed right after the status commits (on_commit): wait for that step.

@@ -43,7 +43,8 @@ CHEATS = ["c16_forge_near_light", "c16_patch_json_encoder", "c16_early_ready", "
 def submissions(sets: list[str], only: list[str] | None, cheats: list[str] | None = None) -> list[tuple[str, str, str, str]]:
     """(problem, kind, language, source) of every job to run."""
     found: list[tuple[str, str, str, str]] = []
-    catalogue = sorted(load_catalogue())
+    # Single-GPU problems: a multi-GPU job needs gpu_count ranks (benchmarks/multigpu_h200x2.py runs those).
+    catalogue = sorted(name for name, problem in load_catalogue().items() if problem.kind == "single")
     for name in [name for name in only if name in catalogue] if only else catalogue:  # --only's order
         example = REPO / "examples" / "python" / f"{name}.py"
         if "examples" in sets and example.exists():

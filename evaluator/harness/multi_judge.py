@@ -127,6 +127,7 @@ class MultiJudge:
         self.outcome.facts["judge_subreaper"] = process_tree.become_subreaper()
         self.outcome.facts["world_size"] = self.world_size
         try:
+            self._check_devices()
             self.ranks.spawn(self.request.limits.compile_s, self._configs())
             self._converse()
         except RankTimeout as failure:
@@ -173,6 +174,12 @@ class MultiJudge:
             self._ranked_stage(passed)
         if not self.ended:
             self.ranks.send_all({"type": "finish"})
+
+    def _check_devices(self) -> None:
+        """One GPU per rank, before any rank starts (a slot's CUDA_VISIBLE_DEVICES lists its GPUs)."""
+        if self.device == "cuda" and torch.cuda.device_count() < self.world_size:
+            raise HarnessFailure(f"{self.world_size} ranks need {self.world_size} GPUs; this job sees "
+                                 f"{torch.cuda.device_count()} (CUDA_VISIBLE_DEVICES)")
 
     def _prepare_device(self) -> None:
         if self.device == "cuda":

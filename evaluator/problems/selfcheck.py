@@ -127,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     worst, failures = 0.0, 0
     for name in args.problems or sorted(load_catalogue()):
         problem = get_problem(name)
+        if problem.kind == "multi":  # needs a process group: benchmarks/multigpu_h200x2.py checks those
+            print(f"{name}: a multi-GPU problem, not checked here (docs/multigpu.md)", file=sys.stderr)
+            continue
         device_for_shapes = "cpu" if args.shapes == "cpu" else "cuda"
         for shape in problem.select_shapes(args.shapes if args.shapes != "cpu" else "all", device_for_shapes):
             for row in check_shape(problem, shape, args.seed, args.device, args.gpu, kernel):

@@ -150,3 +150,13 @@ def test_the_human_summary_names_the_ranks() -> None:
     result = run_cli("run", "allreduce", str(EXAMPLE), *CPU)
     assert result.returncode == 0, result.stderr
     assert "[python, test, 2 ranks]" in result.stdout and "ranks " in result.stdout
+
+
+def test_a_gpu_job_with_fewer_gpus_than_ranks_is_the_evaluators_error() -> None:
+    import torch
+
+    if torch.cuda.device_count() >= 2:
+        pytest.skip("this machine has the GPUs: benchmarks/multigpu_h200x2.py runs the GPU path")
+    result = run_cli("run", "allreduce", str(EXAMPLE), "--device", "cuda", "--world-size", "2")
+    assert result.returncode == 3
+    assert f"2 ranks need 2 GPUs; this job sees {torch.cuda.device_count()}" in result.stderr

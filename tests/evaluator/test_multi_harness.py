@@ -71,7 +71,8 @@ def test_ranked_mode_on_the_cpu_is_witnessed_by_the_judges_clock_and_never_ranke
 @pytest.mark.parametrize(
     ("problem", "world_size"),
     [("allgather_gemm", 2), ("allgather_gemm", 4), ("gemm_reducescatter", 2), ("gemm_reducescatter", 4),
-     ("vocab_parallel_logprob", 2), ("vocab_parallel_logprob", 4)],
+     ("vocab_parallel_logprob", 2), ("vocab_parallel_logprob", 4), ("ring_attention_fwd", 2),
+     ("ring_attention_fwd", 4)],
 )
 def test_the_other_examples_pass_at_every_world_size(problem: str, world_size: int) -> None:
     report = evaluate_file(problem, REPO / "examples" / "python" / f"{problem}.py", *CPU,
@@ -80,7 +81,8 @@ def test_the_other_examples_pass_at_every_world_size(problem: str, world_size: i
     assert all(len(shape["timing"]["rank_median_us"]) == world_size for shape in report["shapes"])
 
 
-@pytest.mark.parametrize("problem", ["allreduce", "allgather_gemm", "gemm_reducescatter", "vocab_parallel_logprob"])
+@pytest.mark.parametrize(
+    "problem", ["allreduce", "allgather_gemm", "gemm_reducescatter", "vocab_parallel_logprob", "ring_attention_fwd"])
 def test_the_baseline_as_a_submission_passes(problem: str, tmp_path: Path) -> None:
     submission = tmp_path / "baseline.py"
     submission.write_text(f"from evaluator.problems.{problem}.reference import baseline as kernel\n")

@@ -24,7 +24,8 @@ GIB = 1 << 30
 
 
 def test_the_catalogue_has_the_first_multi_gpu_problems_ranked_at_two_gpus() -> None:
-    assert {"allreduce", "allgather_gemm", "gemm_reducescatter", "vocab_parallel_logprob"} <= set(MULTI)
+    assert {"allreduce", "allgather_gemm", "gemm_reducescatter", "vocab_parallel_logprob",
+            "ring_attention_fwd"} <= set(MULTI)
     for name in MULTI:
         problem = get_problem(name)
         assert problem.world_size == 2 and problem.world_sizes == (2, 4, 8), name
@@ -369,3 +370,57 @@ def test_vocab_parallel_logprob_tolerance_passes_fp32_and_fails_bf16(world_size:
         if distribution != "confident" or vocabulary >= 32000:
             wrong = ((bf16_logprob(global_inputs).double() - reference).abs() > allowed).any()
             assert wrong, distribution
+
+
+# ---------------------------------------------------------------- ring attention
+
+
+def test_ring_attention_counts_are_exact_and_compute_bound_on_h200s() -> None:
+    problem = get_problem("ring_attention_fwd")
+    b, h, s, d = 1, 32, 65536, 128
+    counts = problem.counts({"B": b, "H": h, "S": s, "D": d, "world_size": 2})
+    assert counts.flops == {"bf16_tensor": float(4 * b * h * s * s * d)}
+    assert counts.bytes == float(8 * b * h * s * d + 4 * b * h * s)
+    assert counts.comm_bytes == 0.5 * 4 * b * h * s * d  # the other half of the keys and values, bf16
+    bound = t_sol(counts, get_gpu_spec("h200"), world_size=2)
+    assert bound.bound == "compute" and bound.t_link_s < bound.t_compute_s / 20
+
+
+def ring_merge(q: torch.Tensor, chunks: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The baseline's arithmetic without the ring: flash attention per key/value chunk, merged by LSE."""
+    from evaluator.problems.ring_attention_fwd.reference import flash_forward
+
+    out = torch.zeros(q.shape, dtype=torch.float32)
+    lse = torch.full(q.shape[:-1], float("-inf"))
+    for k, v in chunks:
+        step_out, step_lse = flash_forward(q, k, v)
+        merged = torch.logaddexp(lse, step_lse)
+        out = out * torch.exp(lse - merged).unsqueeze(-1) + step_out.float() * torch.exp(step_lse - merged).unsqueeze(-1)
+        lse = merged
+    return out.bfloat16(), lse
+
+
+@pytest.mark.parametrize("world_size", [2, 4, 8])
+def test_ring_attention_tolerance_passes_a_merged_ring_and_fails_fp8_keys_and_values(world_size: int) -> None:
+    problem = get_problem("ring_attention_fwd")
+    module = problem.reference_module()
+    axes = {"B": 1, "H": 2, "S": 256, "D": 64, "world_size": world_size}
+
+    def passes(name: str, got: torch.Tensor, reference: torch.Tensor) -> bool:
+        tolerance = problem.tolerance_for(name)
+        allowed = tolerance.allowed_error(reference)
+        return float(((got.double() - reference).abs() <= allowed).double().mean()) >= tolerance.matched_ratio
+
+    for distribution in problem.distributions:
+        global_inputs = module.generate_inputs(axes, 1, "cpu", distribution)
+        reference = module.reference(global_inputs, axes)
+        shares = [module.rank_inputs(global_inputs, axes, rank) for rank in range(world_size)]
+        chunks = [(share["k"], share["v"]) for share in shares]
+        for rank, share in enumerate(shares):
+            expected = module.rank_outputs(reference, axes, rank)
+            out, lse = ring_merge(share["q"], chunks)
+            assert passes("O", out, expected["O"]) and passes("LSE", lse, expected["LSE"]), (distribution, rank)
+        fp8 = [(k.to(torch.float8_e4m3fn).bfloat16(), v.to(torch.float8_e4m3fn).bfloat16()) for k, v in chunks]
+        out, lse = ring_merge(shares[0]["q"], fp8)
+        expected = module.rank_outputs(reference, axes, 0)
+        assert not (passes("O", out, expected["O"]) and passes("LSE", lse, expected["LSE"])), distribution

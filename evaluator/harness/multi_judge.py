@@ -161,15 +161,17 @@ class MultiJudge:
         self.outcome.device = dict(warm[0].get("device") or device_info(self.device))
         self.next_phase("baseline")
         for shape in self.shapes:  # before the import: the ranks run the harness's code only
+            self.ranks.enter("baseline", self.request.limits.ranked_s, shape.shape_id)
             self.baselines[shape.shape_id] = self._time_baseline(shape)
         self.next_phase("compile")
+        self.ranks.enter("compile", self.request.limits.compile_s)
         self.ranks.send_all({"type": "import"})
         if not self._imported():
             return
         self.next_phase("test")
         self.ranks.enter("test", self.request.limits.test_s)
         passed = self._test_stage()
-        if self.outcome.status is None and passed and not self.stopped:
+        if self.outcome.status is None and passed:
             self.next_phase("ranked")
             self._ranked_stage(passed)
         if not self.ended:

@@ -133,6 +133,7 @@ def test_a_wrong_result_on_one_rank_is_incorrect_and_names_the_rank() -> None:
         ("multicast_on_import.py", "(NCCL_NVLS_ENABLE=1) during import: NVLink multicast must stay off"),
         ("multicast_in_call.py", "rank 1: changed the multicast-off environment the harness sets (TORCH_SYMM_MEM_DISABLE_MULTICAST=0) during a call"),
         ("patches_timer.py", "evaluator.harness.multi_timing._perf_counter_ns"),
+        ("forges_claim.py", "forged report: rank 0 claimed an iteration time of -1.0 (class 16"),
     ],
 )
 def test_a_cheat_on_one_rank_is_rejected(fixture: str, words: str) -> None:

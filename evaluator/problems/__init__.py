@@ -9,6 +9,8 @@ Each folder holds:
   arithmetic, no torch, so the site can compute speed-of-light figures without a GPU stack.
 - ``reference.py`` (imports torch): ``generate_inputs(axes, seed, device, distribution)``,
   ``reference(inputs, axes)`` and ``baseline(*inputs, *outputs)`` in destination-passing style.
+  A multi-GPU problem (``kind = "multi"``) has per-rank tensor shapes (``M/world_size``), its counts
+  and reference at ``axes["world_size"]``, and five functions (``_multi.py``, docs/multigpu.md).
 
 This module never imports torch: the web reads the catalogue through it.
 """

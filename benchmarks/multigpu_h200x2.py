@@ -1,7 +1,7 @@
 """Multi-GPU problems (issue 13) on a machine with two H200s: the checks the CPU could not make.
 
     SOLBOARD_COMMIT=<sha> python3 benchmarks/multigpu_h200x2.py --out DIR [--parts busbw,jobs,failures]
-        [--budget-s 1500] [--world-size 2] [--shapes all|quick|ranked] [--device cuda|cpu]
+        [--budget-s 1500] [--world-size 2] [--shapes all|quick|ranked] [--problems a,b] [--device cuda|cpu]
 
 ``--device cpu`` is a dry run of this script on the CPU development device (gloo, the cpu shapes,
 no NVML): it checks the driver itself, not the GPU path.
@@ -234,14 +234,15 @@ def multi_problems() -> list[str]:
     return sorted(name for name, problem in load_catalogue().items() if problem.kind == "multi")
 
 
-def part_jobs(out: Path, world_size: int, shapes: str, busbw_gbps: float | None, deadline: float) -> None:
+def part_jobs(out: Path, world_size: int, shapes: str, busbw_gbps: float | None, deadline: float,
+              only: list[str] | None = None) -> None:
     scratch = Path(tempfile.mkdtemp(prefix="multigpu-"))
     calibration = scratch / "calibration.json"
     ceilings = {"nvlink_gbps_per_direction": busbw_gbps} if busbw_gbps else {}
     calibration.write_text(json.dumps({"ceilings": ceilings}))
     data: dict[str, Any] = {"provenance": provenance(), "world_size": world_size, "shapes": shapes,
                             "calibration": ceilings, "jobs": []}
-    for problem in multi_problems():
+    for problem in only or multi_problems():
         baseline = scratch / f"{problem}_baseline.py"
         baseline.write_text(f"from evaluator.problems.{problem}.reference import baseline as kernel\n")
         for kind, source in (("baseline", baseline), ("example", REPO / "examples" / "python" / f"{problem}.py")):
@@ -286,6 +287,7 @@ def main() -> int:
     parser.add_argument("--world-size", type=int, default=2)
     parser.add_argument("--shapes", choices=["all", "quick", "ranked"], default="all")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a dry run of this script")
+    parser.add_argument("--problems", default="", help="comma-separated multi-GPU problems (default: all, in order)")
     args = parser.parse_args()
     global DEVICE
     DEVICE = args.device
@@ -298,7 +300,8 @@ def main() -> int:
     if "failures" in parts:  # short, and the GPU-freeing check matters most: before the long jobs
         part_failures(args.out, args.world_size, deadline)
     if "jobs" in parts:
-        part_jobs(args.out, args.world_size, args.shapes, busbw, deadline)
+        part_jobs(args.out, args.world_size, args.shapes, busbw, deadline,
+                  [name for name in args.problems.split(",") if name] or None)
     return 0
 
 

@@ -3,7 +3,11 @@
 # written from documentation and NOT YET RUN ON A GPU before this script. Carry .whl/ (pydantic and
 # its dependencies: the machine has torch, NCCL, ncu and nvidia-ml-py, no network, no Django). Run
 # from the repository root:
-#   SOLBOARD_COMMIT=$(git rev-parse HEAD) OUT=/some/dir bash benchmarks/multigpu_h200x2.sh [BUDGET_S] [SHAPES]
+#   SOLBOARD_COMMIT=$(git rev-parse HEAD) OUT=/some/dir bash benchmarks/multigpu_h200x2.sh [BUDGET_S] [SHAPES] [PROBLEMS]
+# SHAPES: all (default), quick or ranked. PROBLEMS: comma-separated (default: every multi-GPU problem,
+# alphabetically). Within 30 min of device time: first `570 quick` (every problem's quick shape, the
+# failures, busbw), then with PARTS=jobs and busbw.json copied into the new OUT,
+# `570 all allreduce,allgather_gemm,gemm_reducescatter` and `570 all vocab_parallel_logprob,ring_attention_fwd`.
 # Writes under $OUT (copy them to benchmarks/results/multigpu_h200x2/ afterwards):
 #   env.txt         date, commit, GPUs, driver, NVLink topology and link state, torch and NCCL versions
 #   busbw.json      NCCL all-reduce bus bandwidth 1 MiB-1 GiB (the calibrated link ceiling)
@@ -15,6 +19,8 @@ set -u
 OUT=${OUT:?set OUT}
 BUDGET=${1:-1500}
 SHAPES=${2:-all}
+PROBLEMS=${3:-}
+PARTS=${PARTS:-busbw,failures,jobs}  # e.g. PARTS=jobs for the later runs (busbw.json is read back if present)
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl > /dev/null 2>&1 \
     || python3 -m pip install -q --break-system-packages --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl \
@@ -29,7 +35,7 @@ started=$(date +%s)
 } > "$OUT/env.txt" 2>&1
 [ "$(python3 -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ] || { echo "fewer than 2 GPUs: stop"; cat "$OUT/env.txt"; exit 1; }
 timeout $(( BUDGET - 60 )) python3 benchmarks/multigpu_h200x2.py --out "$OUT" --budget-s $(( BUDGET - 120 )) \
-    --shapes "$SHAPES" > "$OUT/driver.log" 2>&1
+    --shapes "$SHAPES" --problems "$PROBLEMS" --parts "$PARTS" > "$OUT/driver.log" 2>&1
 echo "driver rc=$?"; tail -20 "$OUT/driver.log"
 left=$(( BUDGET - ($(date +%s) - started) ))
 if [ "$left" -gt 150 ]; then

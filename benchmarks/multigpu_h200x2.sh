@@ -6,8 +6,9 @@
 #   SOLBOARD_COMMIT=$(git rev-parse HEAD) OUT=/some/dir bash benchmarks/multigpu_h200x2.sh [BUDGET_S] [SHAPES] [PROBLEMS]
 # SHAPES: all (default), quick or ranked. PROBLEMS: comma-separated (default: every multi-GPU problem,
 # alphabetically). Within 30 min of device time: first `570 quick` (every problem's quick shape, the
-# failures, busbw), then with PARTS=jobs and busbw.json copied into the new OUT,
-# `570 all allreduce,allgather_gemm,gemm_reducescatter` and `570 all vocab_parallel_logprob,ring_attention_fwd`.
+# failures, busbw), then, with its busbw.json copied to benchmarks/results/multigpu_h200x2/ (read back
+# from there), PARTS=jobs `570 all allreduce,allgather_gemm,gemm_reducescatter` and PARTS=jobs
+# `570 all vocab_parallel_logprob,ring_attention_fwd`.
 # Writes under $OUT (copy them to benchmarks/results/multigpu_h200x2/ afterwards):
 #   env.txt         date, commit, GPUs, driver, NVLink topology and link state, torch and NCCL versions
 #   busbw.json      NCCL all-reduce bus bandwidth 1 MiB-1 GiB (the calibrated link ceiling)

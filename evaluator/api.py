@@ -118,10 +118,14 @@ def _judge(request: EvaluationRequest, problem: Problem, shape_ids: list[str], c
            scratch: Path, warm: WarmStart | None, provisional: Callable[[JudgeOutcome], None]) -> JudgeOutcome:
     """The judge's whole job, then (ranked mode) the provisional report and the witness of every
     passed shape."""
+    began = time.perf_counter()
     from evaluator.harness.judge import HarnessFailure, Judge
     from evaluator.harness.witness_run import witness_shapes
 
     judge = Judge(request, problem, shape_ids, config, scratch, warm)
+    # The judge's own imports (torch) and set-up, before its phases: seconds in a fresh process,
+    # nothing in a warm spare, which did them before its job existed.
+    judge.outcome.phase_seconds["judge_start"] = round(time.perf_counter() - began, 3)
     try:
         outcome = judge.run()
         if request.mode == "ranked" and outcome.status is None:

@@ -13,7 +13,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -147,18 +147,41 @@ def limits_from(limits: JobLimits, slot: Slot) -> sandbox.Limits:
 OnProvisional = Callable[[EvaluationReport], None]
 
 
+@dataclass
+class Timeline:
+    """The runner's clock (time.monotonic) around one job, for the report's ``phase_seconds``
+    (``runner.*``): when the worker took the delivery, when the evaluator got the job (a fresh
+    process started, or a warm spare handed its line), when each event line came back."""
+
+    received: float | None = None
+    handed_over: float | None = None
+    seen: dict[str, float] = field(default_factory=dict)
+
+    def phases(self) -> dict[str, float]:
+        if self.handed_over is None:
+            return {}
+        phases = {f"runner.hand_over_to_{event}": round(when - self.handed_over, 3)
+                  for event, when in self.seen.items() if event in ("provisional", "report")}
+        if self.received is not None:
+            phases["runner.receipt_to_hand_over"] = round(self.handed_over - self.received, 3)
+        return phases
+
+
 def run(job: Job, ctx: Context, cancel_reason: Callable[[], str | None], spare: Spare | None = None,
-        on_provisional: OnProvisional | None = None) -> JobResult:
+        on_provisional: OnProvisional | None = None, received: float | None = None) -> JobResult:
     """Run the evaluator on ``job`` in a fresh sandbox, or in ``spare`` (a warm spare of this slot,
     started before the job existed; used for this job only, then gone); always returns a JobResult.
     A spare that turns out not ready when handed the job ran nothing of it: the job then runs in
-    a fresh sandbox, as without one."""
+    a fresh sandbox, as without one. ``received``: when the worker took the delivery (monotonic)."""
     sandbox.become_subreaper()
-    on_line = _provisional_lines(job, on_provisional)
+    timeline = Timeline(received=received)
+    on_line = _event_lines(job, timeline, on_provisional)
     if spare is not None:
-        answer = _run_in_spare(job, ctx, cancel_reason, spare, on_line)
+        answer = _run_in_spare(job, ctx, cancel_reason, spare, on_line, timeline)
         if answer is not None:
             return answer
+        timeline = Timeline(received=received)
+        on_line = _event_lines(job, timeline, on_provisional)
     marker = secrets.token_hex(8)
     try:
         with sandbox.Scratch(ctx.state.scratch, ctx.user) as scratch:
@@ -174,17 +197,19 @@ def run(job: Job, ctx: Context, cancel_reason: Callable[[], str | None], spare: 
                 ),
                 root,
             )
+            timeline.handed_over = time.monotonic()
             running.write_stdin(f"{job.seed}\n".encode())
             result = running.wait(running.started + limits_for(job, ctx.slot).wall_seconds,
                                   lambda: cancel_reason() is not None, on_line)
+            timeline.seen.setdefault("report", time.monotonic())  # it came with the exit
             _keep_artifacts(inputs.artifacts, ctx.state.root / "artifacts" / safe_name(job.job_id))
     except (sandbox.SandboxError, OSError) as error:
         return _result(job, ctx, "sandbox_error", f"the sandbox could not be set up: {error}")
-    return to_job_result(job, ctx, result, cancel_reason())
+    return to_job_result(job, ctx, result, cancel_reason(), timeline)
 
 
 def _run_in_spare(job: Job, ctx: Context, cancel_reason: Callable[[], str | None], spare: Spare,
-                  on_line: Callable[[bytes], None] | None) -> JobResult | None:
+                  on_line: Callable[[bytes], None], timeline: Timeline) -> JobResult | None:
     """The job in ``spare``: its files into the spare's scratch folder, then one line on its stdin
     (run's arguments and the secret seed). None when the spare said it could not take it."""
     try:
@@ -193,16 +218,18 @@ def _run_in_spare(job: Job, ctx: Context, cancel_reason: Callable[[], str | None
             ctx.state.write_slot(ctx.slot.key, job_id=job.job_id, evaluation_id=job.evaluation_id,
                                  pgid=spare.running.pid, marker=spare.marker)
             request = {"run": run_arguments(job, ctx, inputs), "secret_seed": job.seed}
+            timeline.handed_over = time.monotonic()
             result = spare.run(json.dumps(request).encode() + b"\n",
                                time.monotonic() + limits_for(job, ctx.slot).wall_seconds,
                                lambda: cancel_reason() is not None, on_line)
+            timeline.seen.setdefault("report", time.monotonic())  # it came with the exit
             _keep_artifacts(inputs.artifacts, ctx.state.root / "artifacts" / safe_name(job.job_id))
     except (sandbox.SandboxError, OSError) as error:
         spare.discard()
         return _result(job, ctx, "sandbox_error", f"the warm spare could not take the job: {error}")
     if spare_not_ready(result):
         return None
-    return to_job_result(job, ctx, result, cancel_reason())
+    return to_job_result(job, ctx, result, cancel_reason(), timeline)
 
 
 def spare_not_ready(result: sandbox.Result) -> bool:
@@ -212,20 +239,23 @@ def spare_not_ready(result: sandbox.Result) -> bool:
             and jobstream.last_event(result.stdout, "report") is None)
 
 
-def _provisional_lines(job: Job, on_provisional: OnProvisional | None) -> Callable[[bytes], None] | None:
-    """A stdout line handler that hands each provisional report (for this job) to ``on_provisional``."""
-    if on_provisional is None:
-        return None
+def _event_lines(job: Job, timeline: Timeline, on_provisional: OnProvisional | None) -> Callable[[bytes], None]:
+    """A stdout line handler: notes when each event came (``timeline``) and hands each provisional
+    report (for this job, with the runner's phases so far) to ``on_provisional``."""
 
     def on_line(line: bytes) -> None:
         event = jobstream.parse_line(line)
-        if event is None or event["event"] != "provisional":
+        if event is None:
+            return
+        timeline.seen.setdefault(str(event["event"]), time.monotonic())
+        if event["event"] != "provisional" or on_provisional is None:
             return
         try:
             report = EvaluationReport.model_validate(event["report"])
         except ValidationError:
             return  # the final report (or its absence) says what went wrong
         if (report.problem, report.mode, report.language) == (job.problem, job.mode, job.language):
+            report.phase_seconds.update(timeline.phases())
             on_provisional(report)
 
     return on_line
@@ -278,7 +308,8 @@ def _keep_artifacts(source: Path, target: Path) -> None:
         shutil.copyfile(path, destination, follow_symlinks=False)
 
 
-def to_job_result(job: Job, ctx: Context, result: sandbox.Result, cancel_reason: str | None) -> JobResult:
+def to_job_result(job: Job, ctx: Context, result: sandbox.Result, cancel_reason: str | None,
+                  timeline: Timeline | None = None) -> JobResult:
     stderr = result.stderr.decode("utf-8", "replace")
     if result.cancelled:
         if cancel_reason == SHUTDOWN_REASON:
@@ -295,6 +326,8 @@ def to_job_result(job: Job, ctx: Context, result: sandbox.Result, cancel_reason:
         return _result(job, ctx, "evaluator_error", problem, stderr)
     report.sandbox.update(result.facts)
     report.sandbox["leftover_processes_killed"] = str(result.leftovers_killed)
+    if timeline is not None:
+        report.phase_seconds.update(timeline.phases())
     report.sandbox["gaps"] = sandbox_gaps(ctx, result)
     return JobResult(job_id=job.job_id, evaluation_id=job.evaluation_id, runner=ctx.runner,
                      outcome="completed", report=report, log=stderr)

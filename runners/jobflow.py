@@ -114,6 +114,7 @@ def _job_user() -> sandbox.JobUser | None:
 
 
 def handle_job(payload: dict[str, Any], messenger: Messenger) -> None:
+    received = time.monotonic()
     ctx = context()
     try:
         job = Job.model_validate(payload)
@@ -131,13 +132,14 @@ def handle_job(payload: dict[str, Any], messenger: Messenger) -> None:
     spare = keeper.take(job) if keeper is not None else None  # the slot is busy from here on
     try:
         with ctx.state.gpu_locks(ctx.slot.gpu_indices):
-            deliver(ctx, messenger, _run_locked(job, ctx, messenger, spare))
+            deliver(ctx, messenger, _run_locked(job, ctx, messenger, spare, received))
     finally:
         if keeper is not None:
             keeper.release()
 
 
-def _run_locked(job: Job, ctx: execute.Context, messenger: Messenger, spare: Spare | None = None) -> JobResult:
+def _run_locked(job: Job, ctx: execute.Context, messenger: Messenger, spare: Spare | None = None,
+                received: float | None = None) -> JobResult:
     try:
         holders = _clear_the_way(ctx, spare)
         if spare is not None and (holders or not spare.running.alive()):
@@ -155,7 +157,8 @@ def _run_locked(job: Job, ctx: execute.Context, messenger: Messenger, spare: Spa
         raise
     try:
         result = execute.run(job, ctx, lambda: cancel_reason(ctx, job.job_id), spare=spare,
-                             on_provisional=lambda report: send_provisional(ctx, messenger, job, report))
+                             on_provisional=lambda report: send_provisional(ctx, messenger, job, report),
+                             received=received)
     finally:
         marker = ctx.state.read_slot(ctx.slot.key).get("marker")
         ctx.state.write_slot(ctx.slot.key, job_id=None, evaluation_id=None, marker=marker)

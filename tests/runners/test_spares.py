@@ -70,10 +70,12 @@ def ready_spare(keeper: SpareKeeper) -> Spare:
 def run_job(keeper: SpareKeeper, ctx: execute.Context, job: Job,
             on_provisional: execute.OnProvisional | None = None) -> tuple[Spare | None, JobResult]:
     """What a slot's worker does with a delivery (jobflow.handle_job), without the broker."""
+    received = time.monotonic()
     spare = keeper.take(job)
     try:
         with ctx.state.gpu_locks(ctx.slot.gpu_indices):
-            result = execute.run(job, ctx, lambda: None, spare=spare, on_provisional=on_provisional)
+            result = execute.run(job, ctx, lambda: None, spare=spare, on_provisional=on_provisional,
+                                 received=received)
     finally:
         keeper.release()
     return spare, result
@@ -195,3 +197,8 @@ def test_a_ranked_job_sends_its_provisional_report_before_the_final_one(keeper: 
     early = provisional[0][1]
     assert early.witnessed is False and early.rank_eligible is False and early.problem_score is None
     assert result.report.witnessed is True
+    # The runner's clock, beside the judge's phases: receipt -> hand-over -> provisional -> final.
+    phases = result.report.phase_seconds
+    assert early.phase_seconds["runner.receipt_to_hand_over"] == phases["runner.receipt_to_hand_over"] >= 0
+    assert 0 < early.phase_seconds["runner.hand_over_to_provisional"] <= phases["runner.hand_over_to_report"]
+    assert phases["judge_start"] < 1.0  # the spare imported everything before the job existed

@@ -23,11 +23,13 @@ from types import FrameType
 from urllib.parse import urlsplit
 
 from runners.node import Node, NodeConfig, NodeError
+from runners.spares import SPARES_VARIABLE
 from solboard_common.config import (
     ConfigError,
     broker_url,
     broker_url_from_file,
     default_credential_file,
+    env_bool,
     env_float,
 )
 from solboard_common.protocol import control_queue
@@ -130,7 +132,8 @@ def build_config(args: argparse.Namespace) -> NodeConfig:
     return NodeConfig(name=node_name(args.name, credential), broker_url=resolve_broker(args),
                       credential=credential, device=device, gpu_indices=gpu_indices,
                       state_dir=args.state_dir, scratch=args.scratch, loglevel=args.loglevel,
-                      heartbeat_seconds=env_float("SOLBOARD_HEARTBEAT_SECONDS", 10.0, minimum=0.5))
+                      heartbeat_seconds=env_float("SOLBOARD_HEARTBEAT_SECONDS", 10.0, minimum=0.5),
+                      warm_spares=env_bool(SPARES_VARIABLE, True))
 
 
 def main(argv: list[str] | None = None) -> int:

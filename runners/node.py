@@ -24,6 +24,7 @@ from pathlib import Path
 from runners import calibration, gpus, heartbeat, jobflow, sandbox
 from runners.celery_app import SUPERVISOR_PID_VARIABLE, build_app
 from runners.slots import CPU_SLOT, Slot, StateDir, claim_job_user, plan_slots
+from runners.spares import SPARES_VARIABLE
 from solboard_common.config import REPO_ROOT, var_dir
 from solboard_common.protocol import GpuInfo, JobResult, control_queue
 from solboard_common.signing import CREDENTIAL_FILE_VARIABLE, CREDENTIAL_VARIABLE, Credential
@@ -47,6 +48,7 @@ class NodeConfig:
     scratch: Path | None = None
     loglevel: str = "INFO"
     heartbeat_seconds: float = 10.0  # SOLBOARD_HEARTBEAT_SECONDS, read once by the CLI
+    warm_spares: bool = True  # SOLBOARD_RUNNER_SPARES, read once by the CLI (runners/spares.py)
 
     @property
     def state_root(self) -> Path:
@@ -178,6 +180,7 @@ class Node:
         path = self.calibrations.get(slot.gpu_type)
         claimed = self.job_users.get(slot.key)
         env.update({"SOLBOARD_RUNNER_SLOT": slot.to_json(), "CUDA_VISIBLE_DEVICES": slot.cuda_visible_devices,
+                    SPARES_VARIABLE: "1" if self.config.warm_spares else "0",
                     "SOLBOARD_RUNNER_JOB_USER": claimed[0] if claimed else "",
                     "SOLBOARD_RUNNER_CALIBRATION": str(path) if path else ""})
         return WorkerProcess(slot.key, self._celery_argv(slot.queue, f"{slot.key}@{self.config.name}"), env, slot)

@@ -23,7 +23,6 @@ Rules (docs/runners.md, docs/security.md "Warm spares"):
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 import sys
 import threading
@@ -36,6 +35,7 @@ from typing import Any
 from evaluator import jobstream
 from runners import execute, procs, sandbox
 from runners.slots import lock_names
+from solboard_common.config import env_bool
 from solboard_common.protocol import Job, JobLimits
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 SPARE_MAX_AGE_S = 600.0
 #: Its warm-up must end within this (the evaluator's own start-up limit, ``--start-limit``).
 SPARE_START_LIMIT_S = 300.0
+#: A job that finds its slot's spare still warming waits this long for it (it is ahead of a fresh
+#: start, which takes as long on the same machine), then runs fresh.
+SPARE_TAKE_WAIT_S = 60.0
 #: The evaluator's own backstop: a spare nobody handed a job exits after this.
 SPARE_IDLE_LIMIT_S = SPARE_MAX_AGE_S + 300.0
 #: Pauses after consecutive warm-up failures (the last repeats).
@@ -54,8 +57,9 @@ SPARES_VARIABLE = "SOLBOARD_RUNNER_SPARES"
 
 
 def enabled() -> bool:
-    """Warm spares are on unless ``SOLBOARD_RUNNER_SPARES`` says 0/false/no/off."""
-    return os.environ.get(SPARES_VARIABLE, "1").strip().lower() not in ("0", "false", "no", "off")
+    """Warm spares are on unless ``SOLBOARD_RUNNER_SPARES`` is false (the node reads and checks it
+    at start, ``runners/cli.py``, and hands its workers 1 or 0)."""
+    return env_bool(SPARES_VARIABLE, True)
 
 
 def spare_limits(slot: Any) -> sandbox.Limits:
@@ -234,7 +238,7 @@ class SpareKeeper:
             spare, self._spare = self._spare, None
         if spare is None:
             return None
-        spare.wait_ready(SPARE_START_LIMIT_S)
+        spare.wait_ready(SPARE_TAKE_WAIT_S)
         reason = spare.problem or spare.fits(job, self.ctx.slot)
         if reason is None and spare.age() > SPARE_MAX_AGE_S:
             reason = f"older than {SPARE_MAX_AGE_S:g} s"

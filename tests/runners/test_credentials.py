@@ -93,6 +93,19 @@ def test_the_runner_refuses_a_malformed_heartbeat_period_at_start(clean_environm
     assert "SOLBOARD_HEARTBEAT_SECONDS='often' is not a number" in capsys.readouterr().err
 
 
+def test_the_node_reads_whether_it_keeps_warm_spares_once_at_start(clean_environment: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(CREDENTIAL_VARIABLE, local_credential("gpu-host-1").secret_string())
+    arguments = cli.build_parser().parse_args(["--device", "cpu"])
+    assert cli.build_config(arguments).warm_spares is True
+    monkeypatch.setenv("SOLBOARD_RUNNER_SPARES", "off")
+    assert cli.build_config(arguments).warm_spares is False
+    monkeypatch.setenv("SOLBOARD_RUNNER_SPARES", "sometimes")
+    assert cli.main(["--device", "cpu"]) == 2
+    assert "SOLBOARD_RUNNER_SPARES='sometimes' is not a boolean" in capsys.readouterr().err
+
+
 def test_the_node_name_comes_from_the_credential_and_may_not_differ(clean_environment: Path) -> None:
     credential = local_credential("gpu-host-1")
     assert cli.node_name(None, credential) == "gpu-host-1"

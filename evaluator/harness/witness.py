@@ -277,12 +277,16 @@ class NcuSession:
         """A pre-launched session the job does not use: ncu and the witness process (its own
         process group, which ran none of the submission) are killed; nothing else is swept."""
         if hasattr(self, "process"):
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            # ncu may start its target in a process group of its own: the witness process (known
+            # once it connected) is killed by its pid too.
+            for kill, target in ((os.killpg, self.process.pid), (os.kill, self.witness_pid)):
+                try:
+                    if target is not None:
+                        kill(target, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
             self.process.wait()
-            self.drain.join(timeout=10)
+            self.drain.join(timeout=2)
         for handle in (self.connection, getattr(self, "listener", None)):
             if handle is not None:
                 handle.close()

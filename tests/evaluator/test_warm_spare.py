@@ -203,3 +203,41 @@ def test_a_malformed_job_line_runs_nothing(spare: Spare) -> None:
     spare.send({"run": "vector_add"})
     events, code = spare.rest()
     assert code == EXIT_NOT_READY and events[0]["event"] == "not_ready" and "run arguments" in events[0]["reason"]
+
+
+FAKE_NCU = """#!{python}
+import os, sys
+
+# Stands for Nsight Compute: drops its options and runs its target as a child in a session of its
+# own (so killing ncu's process group alone would not reach it).
+target = sys.argv.index({python!r})
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    os.execv(sys.argv[target], sys.argv[target:])
+os.waitpid(pid, 0)
+"""
+
+
+def test_a_spares_witness_session_is_accepted_before_any_job_and_discarded_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a GPU spare does with its ncu session, with a stand-in for ncu: the witness process's
+    connection is accepted at once (no submission exists yet), a test job discards the session
+    and both ncu and the witness process die."""
+    from evaluator.harness.witness import NcuSession
+
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "ncu").write_text(FAKE_NCU.format(python=sys.executable))
+    (tools / "ncu").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
+    session = NcuSession(tmp_path, profile=True)
+    assert session.fits(True, False) and not session.fits(True, True) and not session.fits(False, False)
+    session.launch()
+    connection = session.start(120)
+    assert session.start(1) is connection and session.witness_pid is not None and session.impostors == 0
+    witness = session.witness_pid
+    assert session.alive() and not gone(witness, within_s=0.5)
+    session.discard()
+    assert gone(session.process.pid, within_s=5) and gone(witness, within_s=5)
+

@@ -314,7 +314,7 @@ def load_problem(folder: Path) -> Problem:
 
 def _world(meta: dict[str, Any], where: str) -> tuple[Literal["single", "multi"], int, tuple[int, ...]]:
     """(kind, world size, world sizes). A single-GPU problem runs on one GPU; a multi-GPU one on
-    ``world_size`` GPUs by default and on any of ``world_sizes`` (issue 14 ranks the larger ones)."""
+    ``world_size`` GPUs by default and on any of ``world_sizes``."""
     kind = meta.get("kind", "single")
     if kind == "single":
         if int(meta.get("world_size", 1)) != 1 or "world_sizes" in meta:

@@ -1,4 +1,4 @@
-"""Multi-GPU jobs on the runner side (issue 13): a job with gpu_count > 1 tells the evaluator its
+"""Multi-GPU jobs on the runner side: a job with gpu_count > 1 tells the evaluator its
 world size, never goes to a warm spare (one child, not W ranks), and runs its W ranks in the jail
 on the CPU development device (gloo over the jail's loopback)."""
 

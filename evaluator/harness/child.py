@@ -22,6 +22,7 @@ import gc
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from time import monotonic
 from typing import Any
 
@@ -306,14 +307,16 @@ def _numel(axes: dict[str, int]) -> int:
     return total
 
 
-def main(argv: list[str] | None = None) -> None:
+def serve(make_child: Callable[[int, int], Any], argv: list[str] | None = None) -> None:
+    """A child process's whole life: run the conversation on the fds the judge gave, log a
+    harness failure for the judge, and leave by ``os._exit`` (no atexit hook of the submission's)."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--in-fd", type=int, required=True)
     parser.add_argument("--out-fd", type=int, required=True)
     args = parser.parse_args(argv)
     code = 0
     try:
-        Child(args.in_fd, args.out_fd).run()
+        make_child(args.in_fd, args.out_fd).run()
     except channel.ChannelError:
         code = 0  # the judge hung up: nothing left to say
     except BaseException:  # noqa: BLE001 - a harness failure: the judge reports it with this log
@@ -325,6 +328,10 @@ def main(argv: list[str] | None = None) -> None:
         except Exception:  # noqa: BLE001, S110 - the submission may have replaced or closed them
             pass
     _os_exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    serve(Child, argv)
 
 
 if __name__ == "__main__":

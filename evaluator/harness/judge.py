@@ -65,6 +65,32 @@ def spawn_child(scratch: Path, device: str, start_limit_s: float, log_cap: int) 
     return child
 
 
+def trial_seeds(request: EvaluationRequest, public_seeds: list[int], shape_id: str) -> list[tuple[int, int | None]]:
+    """(seed, the public seed to show or None) per correctness trial: ranked runs with a secret
+    seed fold it into every public one, and show none of them."""
+    if request.mode == "ranked" and request.secret_seed is not None:
+        return [(work.ranked_seed(request.secret_seed, seed, shape_id), None) for seed in public_seeds]
+    return [(seed, seed) for seed in public_seeds]
+
+
+def trial_label(public: int | None, distribution: str) -> str:
+    return f"seed {public} / {distribution}" if public is not None else f"secret seed / {distribution}"
+
+
+def check_entry(label: str, distribution: str, public: int | None, status: str, message: str,
+                errors: dict[str, Any]) -> dict[str, Any]:
+    return {"trial": label, "distribution": distribution, "seed": public, "passed": status == "PASSED",
+            "status": status, "message": message, "errors": errors}
+
+
+def passed_shape(shape: Any, checks: list[dict[str, Any]]) -> dict[str, Any]:
+    """A shape whose every trial passed; the trials' notes become its message."""
+    notes = sorted({str(check["message"]) for check in checks if check["message"]})
+    report = shape_dict(shape, "PASSED", "; ".join(notes))
+    report["checks"] = checks
+    return report
+
+
 class Judge:
     def __init__(self, request: EvaluationRequest, problem: Problem, shape_ids: list[str],
                  config: dict[str, Any], scratch: Path, warm: WarmStart | None = None) -> None:
@@ -276,28 +302,16 @@ class Judge:
     def _trials(self, shape: Any, ctx: work.ShapeContext, inputs: list[torch.Tensor],
                 outputs: list[torch.Tensor]) -> dict[str, Any]:
         checks = []
-        for seed, public in self._seeds(shape.shape_id):
+        for seed, public in trial_seeds(self.request, self.config["public_seeds"], shape.shape_id):
             for distribution in self.problem.distributions:
-                label = f"seed {public} / {distribution}" if public is not None else f"secret seed / {distribution}"
+                label = trial_label(public, distribution)
                 status, message, errors, fatal = self.call_and_check(ctx, inputs, outputs, seed, distribution)
-                checks.append({"trial": label, "distribution": distribution, "seed": public,
-                               "passed": status == "PASSED", "status": status, "message": message,
-                               "errors": errors})
+                checks.append(check_entry(label, distribution, public, status, message, errors))
                 if status != "PASSED":
                     report = shape_dict(shape, status, f"{label}: {message}")
                     report.update(checks=checks, fatal=fatal)
                     return report
-        notes = sorted({str(check["message"]) for check in checks if check["message"]})
-        report = shape_dict(shape, "PASSED", "; ".join(notes))
-        report["checks"] = checks
-        return report
-
-    def _seeds(self, shape_id: str) -> list[tuple[int, int | None]]:
-        public = self.config["public_seeds"]
-        secret = self.request.secret_seed
-        if self.request.mode == "ranked" and secret is not None:
-            return [(work.ranked_seed(secret, seed, shape_id), None) for seed in public]
-        return [(seed, seed) for seed in public]
+        return passed_shape(shape, checks)
 
     def write_inputs(self, ctx: work.ShapeContext, inputs: list[torch.Tensor], outputs: list[torch.Tensor],
                      seed: int, distribution: str) -> dict[str, torch.Tensor]:

@@ -16,12 +16,9 @@ to trust; from the import on, every word is a claim (docs/multigpu.md). It
 
 from __future__ import annotations
 
-import argparse
 import functools
 import gc
-import os
 import sys
-import traceback
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -29,7 +26,7 @@ from typing import Any
 import torch
 
 from evaluator.harness import anticheat, channel, work
-from evaluator.harness.child import INTERNAL_ERROR_EXIT, _numel
+from evaluator.harness.child import _numel, serve
 from evaluator.harness.correctness import check_identity, identity
 from evaluator.harness.device import device_info
 from evaluator.harness.multi_env import MULTICAST_OFF, EnvironmentGuard
@@ -38,8 +35,6 @@ from evaluator.harness.rank import join_group
 from evaluator.harness.shared import Mapped
 from evaluator.harness.submission import LoadedSubmission, SubmissionError, load
 from evaluator.problems import get_problem
-
-_os_exit = os._exit
 
 
 class RankChild:
@@ -240,24 +235,7 @@ def _path(text: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--in-fd", type=int, required=True)
-    parser.add_argument("--out-fd", type=int, required=True)
-    args = parser.parse_args(argv)
-    code = 0
-    try:
-        RankChild(args.in_fd, args.out_fd).run()
-    except channel.ChannelError:
-        code = 0  # the judge hung up: nothing left to say
-    except BaseException:  # noqa: BLE001 - a harness failure: the judge reports it with this log
-        traceback.print_exc()
-        code = INTERNAL_ERROR_EXIT
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001, S110 - the submission may have replaced or closed them
-            pass
-    _os_exit(code)
+    serve(RankChild, argv)
 
 
 if __name__ == "__main__":

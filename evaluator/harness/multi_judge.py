@@ -29,7 +29,16 @@ import torch
 from evaluator.harness import correctness as corr
 from evaluator.harness import process_tree, work
 from evaluator.harness.device import device_info
-from evaluator.harness.judge import SELF_REPORTED, HarnessFailure, not_dumpable, shape_dict
+from evaluator.harness.judge import (
+    SELF_REPORTED,
+    HarnessFailure,
+    check_entry,
+    not_dumpable,
+    passed_shape,
+    shape_dict,
+    trial_label,
+    trial_seeds,
+)
 from evaluator.harness.judge_timing import CHECK_ONE_IN, MIN_CHECKS, low_percentile, run_queue_ns
 from evaluator.harness.multi_env import rank_environment
 from evaluator.harness.outcome import JudgeOutcome
@@ -317,28 +326,16 @@ class MultiJudge:
 
     def _trials(self, shape: Shape, buffers: list[RankBuffers]) -> dict[str, Any]:
         axes, checks = self.axes(shape), []
-        for seed, public in self._seeds(shape.shape_id):
+        for seed, public in trial_seeds(self.request, self.config["public_seeds"], shape.shape_id):
             for distribution in self.problem.distributions:
-                label = f"seed {public} / {distribution}" if public is not None else f"secret seed / {distribution}"
+                label = trial_label(public, distribution)
                 status, message, errors = self.call_and_check(axes, buffers, seed, distribution)
-                checks.append({"trial": label, "distribution": distribution, "seed": public,
-                               "passed": status == "PASSED", "status": status, "message": message,
-                               "errors": errors})
+                checks.append(check_entry(label, distribution, public, status, message, errors))
                 if status != "PASSED":
                     report = shape_dict(shape, status, f"{label}: {message}")
                     report["checks"] = checks
                     return report
-        notes = sorted({str(check["message"]) for check in checks if check["message"]})
-        report = shape_dict(shape, "PASSED", "; ".join(notes))
-        report["checks"] = checks
-        return report
-
-    def _seeds(self, shape_id: str) -> list[tuple[int, int | None]]:
-        public = self.config["public_seeds"]
-        secret = self.request.secret_seed
-        if self.request.mode == "ranked" and secret is not None:
-            return [(work.ranked_seed(secret, seed, shape_id), None) for seed in public]
-        return [(seed, seed) for seed in public]
+        return passed_shape(shape, checks)
 
     def call_and_check(self, axes: dict[str, int], buffers: list[RankBuffers], seed: int,
                        distribution: str) -> tuple[str, str, dict[str, Any]]:

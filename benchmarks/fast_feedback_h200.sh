@@ -59,7 +59,7 @@ echo "broker: ${BROKER:-embedded}" >> "$OUT/env_$PART.txt"
 
 run() {  # run TAG [fast_feedback.py options]
     tag=$1; shift
-    timeout 560 $PYTHON benchmarks/fast_feedback.py --device "$DEVICE" --gpu-type "$GPU_TYPE" --out "$OUT" --repeats "$REPEATS" \
+    timeout "${FF_TIMEOUT:-560}" $PYTHON benchmarks/fast_feedback.py --device "$DEVICE" --gpu-type "$GPU_TYPE" --out "$OUT" --repeats "$REPEATS" \
         --tag "$tag" ${BROKER:+--broker "$BROKER"} "$@" > "$OUT/fast_feedback_$tag.log" 2>&1
     echo "$tag rc=$?"; tail -30 "$OUT/fast_feedback_$tag.log"
 }

@@ -13,8 +13,8 @@ OUT=${OUT:?set OUT}
 PART=${1:-a}
 BUDGET=${2:-420}
 # Into the machine's own interpreter: the jailed evaluator runs it with only the project on PYTHONPATH.
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl > /dev/null 2>&1 \
-    || python3 -m pip install -q --break-system-packages --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl \
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir $(ls .whl/*.whl | grep -v /redis_server-) > /dev/null 2>&1 \
+    || python3 -m pip install -q --break-system-packages --no-index --no-deps --no-compile --no-cache-dir $(ls .whl/*.whl | grep -v /redis_server-) \
     || exit 1
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 export SOLBOARD_COMMIT=${SOLBOARD_COMMIT:-unknown}

@@ -247,7 +247,11 @@ def part_jobs(out: Path, world_size: int, shapes: str, busbw_gbps: float | None,
     for problem in only or multi_problems():
         baseline = scratch / f"{problem}_baseline.py"
         baseline.write_text(f"from evaluator.problems.{problem}.reference import baseline as kernel\n")
-        for kind, source in (("baseline", baseline), ("example", REPO / "examples" / "python" / f"{problem}.py")):
+        submissions = [("baseline", baseline), ("example", REPO / "examples" / "python" / f"{problem}.py")]
+        overlapped = REPO / "examples" / "python" / f"{problem}_overlap.py"  # allgather_gemm, gemm_reducescatter
+        if overlapped.exists():
+            submissions.append(("overlap", overlapped))
+        for kind, source in submissions:
             left = deadline - time.monotonic()
             if left < 60:
                 data["jobs"].append({"problem": problem, "kind": kind, "skipped": "device budget spent"})

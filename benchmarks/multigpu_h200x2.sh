@@ -23,8 +23,8 @@ SHAPES=${2:-all}
 PROBLEMS=${3:-}
 PARTS=${PARTS:-busbw,failures,jobs}  # e.g. PARTS=jobs for the later runs (busbw.json is read back if present)
 mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl > /dev/null 2>&1 \
-    || python3 -m pip install -q --break-system-packages --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl \
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir $(ls .whl/*.whl | grep -v /redis_server-) > /dev/null 2>&1 \
+    || python3 -m pip install -q --break-system-packages --no-index --no-deps --no-compile --no-cache-dir $(ls .whl/*.whl | grep -v /redis_server-) \
     || echo "warning: the carried wheels did not install (is pydantic already there?)"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 export SOLBOARD_COMMIT=${SOLBOARD_COMMIT:-unknown}

@@ -81,6 +81,20 @@ def test_the_other_examples_pass_at_every_world_size(problem: str, world_size: i
     assert all(len(shape["timing"]["rank_median_us"]) == world_size for shape in report["shapes"])
 
 
+@pytest.mark.parametrize("problem", ["allgather_gemm", "gemm_reducescatter"])
+@pytest.mark.parametrize("chunked", [False, True])
+def test_the_overlapped_examples_pass_whole_and_in_chunks(problem: str, chunked: bool, tmp_path: Path) -> None:
+    # The CPU shapes are too small for chunks: a copy with smaller chunks runs the chunked path too.
+    source = (REPO / "examples" / "python" / f"{problem}_overlap.py").read_text()
+    if chunked:
+        source = source.replace("PIECES = 4", "PIECES = 2").replace("MIN_ROWS_PER_PIECE = 256", "MIN_ROWS_PER_PIECE = 1")
+        assert "PIECES = 2" in source and "MIN_ROWS_PER_PIECE = 1" in source
+    submission = tmp_path / f"{problem}_overlap.py"
+    submission.write_text(source)
+    report = evaluate_file(problem, submission, *CPU, "--world-size", "2")
+    assert report["status"] == "PASSED", report["message"]
+
+
 @pytest.mark.parametrize(
     "problem", ["allreduce", "allgather_gemm", "gemm_reducescatter", "vocab_parallel_logprob", "ring_attention_fwd"])
 def test_the_baseline_as_a_submission_passes(problem: str, tmp_path: Path) -> None:

@@ -9,14 +9,15 @@
 #         through the runner's path (jail, pool job user, ranked shapes, ncu witness).
 # CALL 2: fast feedback part a (warm spares, through a broker, a site worker and a runner node),
 #         then a second runner run of every problem's example and baseline (false positives).
-# CALL 3: the multi-GPU problems on their ranked shapes, fast feedback part c (no spares) and
-#         pytest -m gpu, with what is left.
+# CALL 3: the multi-GPU problems on their ranked shapes (the timing diagnostics of each rank), then
+#         fast feedback part a (call 2's failed: the site's wheels lacked django-htmx and pygments).
+# CALL 4: pytest -m gpu with what is left (BUDGET seconds).
 set -u
 OUT=${OUT:?set OUT}
 CALL=${1:?CALL}
 R=/tmp/r6
 mkdir -p "$R"
-export SOLBOARD_COMMIT=${SOLBOARD_COMMIT:-unknown}
+export SOLBOARD_COMMIT=${SOLBOARD_COMMIT:-unknown} PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 started=$(date +%s)
 left() { echo $(( ${BUDGET:-540} - ($(date +%s) - started) )); }
 pack() { tar -C "$R" -czf "$OUT/r6_$CALL.tgz" . ; ls -la "$OUT"; }
@@ -30,7 +31,7 @@ fp() {  # fp NAME SETS BUDGET [false_positives.py options]
 }
 case "$CALL" in
 1)
-    OUT=$R/multi bash benchmarks/multigpu_h200x2.sh 330 quick
+    MULTI_PYTEST=0 OUT=$R/multi bash benchmarks/multigpu_h200x2.sh 330 quick
     fp attention examples,baselines $(( $(left) - 150 )) --only attention_fwd,attention_bwd
     ;;
 2)
@@ -38,8 +39,11 @@ case "$CALL" in
     fp second examples,baselines $(( $(left) - 120 )) --only "${2:-vector_add,softmax,rmsnorm,swiglu,gemm_bf16,gemm_fp8,grouped_gemm_bf16}"
     ;;
 3)
-    PARTS=jobs OUT=$R/multi bash benchmarks/multigpu_h200x2.sh 300 ranked
-    OUT=$R/ff FF_TIMEOUT=150 bash benchmarks/fast_feedback_h200.sh c 1
+    MULTI_PYTEST=0 PARTS=jobs OUT=$R/multi bash benchmarks/multigpu_h200x2.sh 330 ranked \
+        allreduce,ring_attention_fwd,vocab_parallel_logprob,allgather_gemm,gemm_reducescatter
+    OUT=$R/ff FF_TIMEOUT=$(( $(left) - 15 )) bash benchmarks/fast_feedback_h200.sh a 2
+    ;;
+4)
     if [ "$(left)" -gt 60 ]; then
         timeout $(( $(left) - 20 )) python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts=-ra tests > "$R/pytest_gpu.txt" 2>&1
         echo "pytest rc=$?" >> "$R/pytest_gpu.txt"; tail -3 "$R/pytest_gpu.txt"

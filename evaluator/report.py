@@ -160,6 +160,15 @@ class TimingStats(_Model):
         description="Multi-GPU problems: each rank's own median over the same iterations (index = rank). "
         "The ranked median is the median over iterations of the slowest rank's time.",
     )
+    checked_iterations: int | None = Field(
+        default=None,
+        description="Multi-GPU problems: timed iterations whose outputs the judge read and checked.",
+    )
+    rank_diagnostics: list[dict[str, float]] | None = Field(
+        default=None,
+        description="Multi-GPU problems on a GPU: each rank's gate and host launch time of the call "
+        "(gate_us, host_launch_us, host_launch_max_us), as the rank reports them: for diagnosis, never trusted.",
+    )
 
 
 class Telemetry(_Model):

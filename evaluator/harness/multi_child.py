@@ -50,6 +50,8 @@ class RankChild:
         self.kernel: Callable[..., Any] | None = None
         self.bound: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
         self.cold: Any = None
+        #: Each shape's baseline gate: the kernel's is never shorter (multi_timing.iteration_timer).
+        self.baseline_gates: dict[str, float] = {}
 
     def send(self, message: dict[str, Any]) -> None:
         channel.write_all(self.wfd, channel.encode(message))
@@ -192,7 +194,8 @@ class RankChild:
         fn = self.implementation(str(command["impl"]), str(command["shape"]))
         sets = [self.mapped.open_all(item["inputs"]) + self.mapped.open_all(item["outputs"])
                 for item in command["sets"]]
-        timer = iteration_timer(self.ctx, self.cold)
+        impl, shape_id = str(command["impl"]), str(command["shape"])
+        timer = iteration_timer(self.ctx, self.cold, self.baseline_gates.get(shape_id) if impl == "kernel" else None)
         self.send({"type": "ready", "method": timer.method})
         while True:
             command = self.receive()
@@ -207,7 +210,10 @@ class RankChild:
                 return self._after_failed_timing()
             self.send({"type": "ran", "us": elapsed_us, "problem": self._after_iteration()})
         sets.clear()
-        self.send({"type": "timed", "problem": self.framing_problem(f"the timing of {command.get('shape', '')}")})
+        if impl == "baseline":
+            self.baseline_gates[shape_id] = float(timer.diagnostics().get("gate_us", 0.0))
+        self.send({"type": "timed", "problem": self.framing_problem(f"the timing of {command.get('shape', '')}"),
+                   "diagnostics": timer.diagnostics()})
 
     def _after_iteration(self) -> str | None:
         """The framing checks after every timed iteration: threads, the environment and (GPU) the

@@ -89,6 +89,7 @@ class Iterations:
     warmup: int = 0
     checks: int = 0
     failure: tuple[str, str] | None = None  # (status, message)
+    rank_diagnostics: list[dict[str, Any]] = field(default_factory=list)  # the ranks' own: gate, host launch
 
 
 class MultiJudge:
@@ -395,7 +396,9 @@ class MultiJudge:
         method = "wall" if self.device == "cpu" else "events"
         stats = _stats_dict(summary, method, method, converged(summary, TARGET_REL, MIN_SAMPLES))
         stats.update(warmup_calls=iterations.warmup, cold_l2=self.device == "cuda",
-                     rank_median_us=[statistics.median(values) for values in iterations.per_rank_us])
+                     rank_median_us=[statistics.median(values) for values in iterations.per_rank_us],
+                     checked_iterations=iterations.checks,
+                     rank_diagnostics=[d for d in iterations.rank_diagnostics if d] or None)
         return stats
 
     def _iterate(self, shape: Shape, impl: str, budget_s: float) -> Iterations:
@@ -491,6 +494,7 @@ class MultiJudge:
             return
         self.ranks.send_all({"type": "stop"})
         answers = self.ranks.gather("timed")
+        iterations.rank_diagnostics = [dict(answer.get("diagnostics") or {}) for answer in answers]
         for rank, answer in enumerate(answers):
             if answer.get("problem") and iterations.failure is None:
                 iterations.failure = ("REJECTED", f"rank {rank}: {answer['problem']}")

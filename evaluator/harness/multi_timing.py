@@ -52,6 +52,9 @@ class CpuIterationTimer:
         self.ctx = ctx
         self._barrier = dist.barrier
 
+    def diagnostics(self) -> dict[str, float]:
+        return {}
+
     def run(self, fn: Callable[..., Any], tensors: list[torch.Tensor], warmup: bool) -> float:
         self._barrier(group=self.ctx.group)
         started = _perf_counter_ns()
@@ -74,6 +77,7 @@ class GpuIterationTimer:
         self._gate_for, self._gate_cycles = gate_for, gate_cycles
         self.token = torch.zeros(1, device=ctx.device)
         self.host_launch_us: list[float] = []
+        self.timed_launch_us: list[float] = []
         self.min_gate_us = float(min_gate_us or 0.0)
         #: Until the warm-up measured the call's host launch time, the longest gate.
         self.gate_us = float(GATE_MAX_US)
@@ -92,8 +96,18 @@ class GpuIterationTimer:
         if warmup:
             self.host_launch_us.append(host_us)
             self.gate_us = max(self.min_gate_us, self._gate_for(statistics.median(self.host_launch_us)))
+        else:
+            self.timed_launch_us.append(host_us)
         return float(start.elapsed_time(end)) * 1e3
 
+    def diagnostics(self) -> dict[str, float]:
+        """The gate and the host's launch time of the call (a rank's own figures: shown, never trusted)."""
+        launches = self.timed_launch_us or self.host_launch_us
+        return {"gate_us": self.gate_us, "host_launch_us": statistics.median(launches) if launches else 0.0,
+                "host_launch_max_us": max(launches) if launches else 0.0}
 
-def iteration_timer(ctx: RankContext, cold: Any) -> CpuIterationTimer | GpuIterationTimer:
-    return GpuIterationTimer(ctx, cold) if ctx.device.type == "cuda" else CpuIterationTimer(ctx)
+
+def iteration_timer(ctx: RankContext, cold: Any, min_gate_us: float | None = None) -> CpuIterationTimer | GpuIterationTimer:
+    """``min_gate_us``: the baseline's gate on the same shape (a kernel's gate is never shorter, as
+    on one GPU: a submission cannot shorten the wait that keeps host launch time out of its span)."""
+    return GpuIterationTimer(ctx, cold, min_gate_us) if ctx.device.type == "cuda" else CpuIterationTimer(ctx)

@@ -164,6 +164,12 @@ class TimingStats(_Model):
         default=None,
         description="Multi-GPU problems: timed iterations whose outputs the judge read and checked.",
     )
+    late_iterations_dropped: int | None = Field(
+        default=None,
+        description="Multi-GPU problems on a GPU: timed iterations left out because a rank was still "
+        "issuing the call when its gate ran out (host latency in the span); at most MIN_SAMPLES plus "
+        "the number kept.",
+    )
     rank_diagnostics: list[dict[str, float]] | None = Field(
         default=None,
         description="Multi-GPU problems on a GPU: each rank's gate and host launch time of the call "

@@ -208,7 +208,7 @@ class RankChild:
             except IterationFailed as error:
                 self.send({"type": "ran", "error": f"during timing: {error}"})
                 return self._after_failed_timing()
-            self.send({"type": "ran", "us": elapsed_us, "problem": self._after_iteration()})
+            self.send({"type": "ran", "us": elapsed_us, "late": bool(timer.late), "problem": self._after_iteration()})
         sets.clear()
         if impl == "baseline":
             self.baseline_gates[shape_id] = float(timer.diagnostics().get("gate_us", 0.0))

@@ -90,6 +90,8 @@ class Iterations:
     checks: int = 0
     failure: tuple[str, str] | None = None  # (status, message)
     rank_diagnostics: list[dict[str, Any]] = field(default_factory=list)  # the ranks' own: gate, host launch
+    last_late: bool = False  # the last iteration's launches outlasted a rank's gate (multi_timing)
+    late_dropped: int = 0
 
 
 class MultiJudge:
@@ -397,7 +399,7 @@ class MultiJudge:
         stats = _stats_dict(summary, method, method, converged(summary, TARGET_REL, MIN_SAMPLES))
         stats.update(warmup_calls=iterations.warmup, cold_l2=self.device == "cuda",
                      rank_median_us=[statistics.median(values) for values in iterations.per_rank_us],
-                     checked_iterations=iterations.checks,
+                     checked_iterations=iterations.checks, late_iterations_dropped=iterations.late_dropped,
                      rank_diagnostics=[d for d in iterations.rank_diagnostics if d] or None)
         return stats
 
@@ -436,9 +438,15 @@ class MultiJudge:
                 timed_began = time.monotonic()
                 index += 1
                 continue
-            iterations.samples_us.append(max(claims))
-            for rank, claim in enumerate(claims):
-                iterations.per_rank_us[rank].append(claim)
+            # A late iteration (a rank still issuing the call when its gate ran out) timed host
+            # latency: dropped, at most as many as were kept plus MIN_SAMPLES, so that a call whose
+            # host time always outlasts the longest gate is measured with it, as it must be.
+            if drop_late(iterations):
+                iterations.late_dropped += 1
+            else:
+                iterations.samples_us.append(max(claims))
+                for rank, claim in enumerate(claims):
+                    iterations.per_rank_us[rank].append(claim)
             ready = self._done(iterations, time.monotonic() - timed_began, budget_s)
             # A random 1 in CHECK_ONE_IN of the kernel's iterations is checked after it ran, and
             # iterations go on, each checked, until at least MIN_CHECKS were.
@@ -467,6 +475,7 @@ class MultiJudge:
                 iterations.failure = ("REJECTED", f"rank {rank}: {answer['problem']}")
                 return None
         claims = [_claim(rank, answer) for rank, answer in enumerate(answers)]
+        iterations.last_late = not warmup and any(answer.get("late") is True for answer in answers)
         if not warmup:
             iterations.judge_wait_us.append(max(waited_us - max(delays_us, default=0.0), 0.0))
         return claims
@@ -531,6 +540,12 @@ class MultiJudge:
                 self.outcome.shapes.append(shape_dict(shape, status, message if current else f"not run: {message}"))
             elif stage.name == "ranked" and report["status"] == "PASSED" and "timing" not in report:
                 report.update(status=status, message=message if current else f"not timed: {message}")
+
+
+def drop_late(iterations: Iterations) -> bool:
+    """Whether the last timed iteration is left out: late, and fewer dropped than MIN_SAMPLES plus
+    the number kept (a call that is always late is measured, host time and all)."""
+    return iterations.last_late and iterations.late_dropped < MIN_SAMPLES + len(iterations.samples_us)
 
 
 def _claim(rank: int, answer: dict[str, Any]) -> float:

@@ -220,7 +220,13 @@ class Mapped:
     def close_all(self) -> None:
         """Unmap everything mapped so far (tensors still pointing there must not be used again)."""
         if self._opened:
-            torch.cuda.synchronize()
+            try:
+                torch.cuda.synchronize()
+            except RuntimeError:
+                # A CUDA fault (an illegal address) poisoned this process's context: nothing in it can
+                # be unmapped, and the judge ends the job; the mappings go with the process.
+                self._opened.clear()
+                return
             rt = _cudart()
             for pointer in self._opened:
                 rt.cudaIpcCloseMemHandle(pointer)

@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import time
@@ -219,6 +220,10 @@ def broker_kind(url: str) -> str:
     return url.split(":", 1)[0]
 
 
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(f"stopped by signal {signum}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cpu", help="the runner's --device: cpu, or a GPU index")
@@ -251,12 +256,17 @@ def main() -> None:
     if args.no_spares:
         env["SOLBOARD_RUNNER_SPARES"] = "0"
     cluster = Cluster(runners=1, device=args.device, keep=True, loglevel="INFO", env=env)
+    # A time limit (``timeout`` sends SIGTERM) still leaves the JSON so far and the cluster's logs:
+    # on the H200 a run cut off without them said nothing about where its time went.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         with cluster:
             began = time.time()
             cluster.wait_for_runners(timeout=900)  # a GPU node calibrates once first
             result["runner_up_s"] = round(time.time() - began, 1)
+            print(f"runner node up in {result['runner_up_s']} s", flush=True)
             result["warm_up_job_s"] = warm_up(cluster, args.gpu_type, args.timeout)
+            print(f"warm-up job done in {result['warm_up_job_s']} s", flush=True)
             for name in args.cases.split(","):
                 case = CASES[name]
                 samples = run_case(cluster, case, args.repeats, gap, args.gpu_type, args.timeout)

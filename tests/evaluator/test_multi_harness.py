@@ -39,7 +39,7 @@ def _gone(marker: str, wait_s: float = 5.0) -> bool:
     return True
 
 
-@pytest.mark.parametrize("world_size", [2, 4])
+@pytest.mark.parametrize("world_size", [2, 4, 8])
 def test_an_honest_allreduce_passes_at_every_world_size_with_the_slowest_ranks_time(world_size: int) -> None:
     report = evaluate_file("allreduce", EXAMPLE, *CPU, "--world-size", str(world_size))
     assert report["status"] == "PASSED", report["message"]
@@ -72,7 +72,8 @@ def test_ranked_mode_on_the_cpu_is_witnessed_by_the_judges_clock_and_never_ranke
     ("problem", "world_size"),
     [("allgather_gemm", 2), ("allgather_gemm", 4), ("gemm_reducescatter", 2), ("gemm_reducescatter", 4),
      ("vocab_parallel_logprob", 2), ("vocab_parallel_logprob", 4), ("ring_attention_fwd", 2),
-     ("ring_attention_fwd", 4)],
+     ("ring_attention_fwd", 4), ("allgather_gemm", 8), ("gemm_reducescatter", 8), ("vocab_parallel_logprob", 8),
+     ("ring_attention_fwd", 8)],
 )
 def test_the_other_examples_pass_at_every_world_size(problem: str, world_size: int) -> None:
     report = evaluate_file(problem, REPO / "examples" / "python" / f"{problem}.py", *CPU,

@@ -324,6 +324,8 @@ def start_spares() -> None:
     if _keeper is not None or not spares.enabled():
         return
     ctx = context()
+    if not spares.serves_single_gpu_jobs(ctx.slot):
+        return  # a multi-GPU job runs W fresh ranks: a spare there would only hold the slot's locks
     sandbox.become_subreaper()  # orphans of a killed spare's jail come back to this worker
     _keeper = SpareKeeper(ctx, may_start=lambda: not STOP_AFTER_TASK and not ctx.state.shutting_down(),
                           before_first=lambda: kill_previous(ctx)).start()

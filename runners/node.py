@@ -23,7 +23,7 @@ from pathlib import Path
 
 from runners import calibration, gpus, heartbeat, jobflow, sandbox
 from runners.celery_app import SUPERVISOR_PID_VARIABLE, build_app
-from runners.slots import CPU_SLOT, Slot, StateDir, claim_job_user, plan_slots
+from runners.slots import Slot, StateDir, claim_job_user, plan_slots
 from runners.spares import SPARES_VARIABLE
 from solboard_common.config import REPO_ROOT, var_dir
 from solboard_common.protocol import GpuInfo, JobResult, control_queue
@@ -132,7 +132,7 @@ class Node:
         self.state = StateDir(self.config.state_root, self.config.scratch)
         self.state.shutdown_marker.unlink(missing_ok=True)
         self.gpus = resolve_gpus(self.config.device, self.config.gpu_indices)
-        self.slots = plan_slots(self.gpus) if self.gpus else [CPU_SLOT]
+        self.slots = plan_slots(self.gpus)
         self.job_users = {slot.key: claim_job_user() for slot in self.slots} if os.geteuid() == 0 else {}
         if self.job_users:
             for folder in let_job_users_traverse(_job_user_paths(self.state.scratch)):

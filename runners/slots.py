@@ -52,12 +52,17 @@ class Slot:
 
 
 CPU_SLOT = Slot(key="cpu", device="cpu", gpu_type="cpu", gpu_indices=(), queue=gpu_queue("cpu", 1))
+#: The CPU development device's multi-GPU slot: the catalogue's multi-GPU problems queue at W = 2,
+#: and the CPU device runs them as two gloo processes (docs/multigpu.md). It takes the same lock as
+#: the x1 slot (``gpu_set_locks(())`` is ``["cpu"]``), so its jobs and the x1 slot's never overlap.
+CPU_MULTI_SLOT = Slot(key="cpux2", device="cpu", gpu_type="cpu", gpu_indices=(), queue=gpu_queue("cpu", 2))
 
 
 def plan_slots(gpus: list[GpuInfo]) -> list[Slot]:
-    """One x1 slot per GPU, plus one x<n> slot per GPU type present n > 1 times."""
+    """One x1 slot per GPU, plus one x<n> slot per GPU type present n > 1 times; without GPUs, the
+    CPU development device's x1 and x2 slots."""
     if not gpus:
-        return [CPU_SLOT]
+        return [CPU_SLOT, CPU_MULTI_SLOT]
     slots = [Slot(f"gpu{g.index}", "cuda", g.gpu_type, (g.index,), gpu_queue(_queue_type(g), 1)) for g in gpus]
     by_type: dict[str, list[GpuInfo]] = {}
     for gpu in gpus:

@@ -62,6 +62,13 @@ def enabled() -> bool:
     return env_bool(SPARES_VARIABLE, True)
 
 
+def serves_single_gpu_jobs(slot: Any) -> bool:
+    """Whether a slot's queue carries single-GPU jobs (``gpu.<type>.x1``), the only ones a spare can
+    serve. An x<n> slot keeps none: its spare would hold all n GPU locks while warming, and be
+    killed by every x1 job on one of them, for jobs that never take it."""
+    return str(slot.queue).endswith(".x1")
+
+
 def spare_limits(slot: Any) -> sandbox.Limits:
     """What a job with the default limits gets: the jail applies its resource limits when the spare
     starts, so a job with other limits does not fit it (``Spare.fits``)."""

@@ -71,11 +71,12 @@ def isolated_broker(folder: Path, redis_db: int) -> str:
 
 
 def make_job(evaluation_id: int, source: str = EXAMPLE_VECTOR_ADD, mode: str = "test",
-             limits: JobLimits | None = None, job_id: str | None = None) -> Job:
+             limits: JobLimits | None = None, job_id: str | None = None, problem: str = "vector_add",
+             gpu_count: int = 1) -> Job:
     return Job(job_id=job_id or f"job-{evaluation_id}-{os.urandom(3).hex()}", evaluation_id=evaluation_id,
-               problem="vector_add", problem_version=1, language="python", source=source,
+               problem=problem, problem_version=1, language="python", source=source,
                source_sha256=hashlib.sha256(source.encode()).hexdigest(), mode=mode,  # type: ignore[arg-type]
-               seed=1234567, gpu_type="cpu", limits=limits or JobLimits())
+               seed=1234567, gpu_type="cpu", gpu_count=gpu_count, limits=limits or JobLimits())
 
 
 @dataclass

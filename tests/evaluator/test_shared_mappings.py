@@ -14,7 +14,7 @@ class FakeRuntime:
     def __init__(self) -> None:
         self.closed: list[int] = []
 
-    def cudaIpcCloseMemHandle(self, pointer: int) -> tuple[int]:  # noqa: N802 - the CUDA runtime's name
+    def cudaIpcCloseMemHandle(self, pointer: int) -> tuple[int]:  # the CUDA runtime's name
         self.closed.append(pointer)
         return (0,)
 

@@ -189,6 +189,17 @@ def test_a_submission_reaches_the_cpu_runner_and_comes_back_as_a_stored_ranked_r
     assert [row.evaluation_id for row in rows] == expected
 
 
+def test_a_multi_gpu_submission_runs_on_the_cpu_nodes_x2_slot_with_two_ranks(
+        cluster: Cluster, runner_a: RunnerProcess) -> None:
+    source = (REPO / "examples" / "python" / "allreduce.py").read_text()
+    created = create_submission(user("dave"), "allreduce", "python", source, ["cpu"], "test").evaluations.get()
+    evaluation = wait_for(created, lambda e: e.status not in ("queued", "running"))
+    assert evaluation.status == "passed", evaluation.message
+    assert evaluation.runner.name == f"{runner_a.name}:cpux2"
+    assert evaluation.report["world_size"] == 2
+    assert all(len(shape["timing"]["rank_median_us"]) == 2 for shape in evaluation.report["shapes"])
+
+
 def test_the_same_result_delivered_twice_through_the_broker_is_recorded_once(
         cluster: Cluster, runner_a: RunnerProcess) -> None:
     evaluation = wait_for(submit("dave", mode="test"), lambda e: e.status == "passed")

@@ -22,6 +22,7 @@ from runners.celery_app import build_app
 from runners.slots import JOB_USER_POOL
 from solboard_common.protocol import CONTROL_TASK, ControlMessage, JobLimits, control_queue
 from solboard_common.signing import message_mac, unsigned
+from tests.harness_helpers import REPO
 from tests.runner_helpers import (
     HANGING_KERNEL,
     RunnerProcess,
@@ -177,6 +178,28 @@ def test_a_cancel_on_the_control_queue_kills_the_running_job(node: Node) -> None
     assert result["outcome"] == "cancelled" and "test cancel" in result["message"]
     assert time.monotonic() - cancelled_at < 30
     assert node.site.result_of(after.job_id)["report"]["status"] == "PASSED"
+
+
+def test_the_cpu_node_serves_multi_gpu_jobs_on_its_x2_slot_never_beside_an_x1_job(node: Node) -> None:
+    # Both slots take the CPU device's one lock: sent together, one job's result comes back before
+    # the other job starts (the runner sends both messages while it holds the lock).
+    source = (REPO / "examples" / "python" / "allreduce.py").read_text()
+    multi = make_job(11, source=source, problem="allreduce", gpu_count=2)
+    single = make_job(12)
+    send_job(node.broker, multi)
+    send_job(node.broker, single)
+    results = {job.job_id: node.site.result_of(job.job_id, timeout=180) for job in (multi, single)}
+    report = results[multi.job_id]["report"]
+    assert results[multi.job_id]["outcome"] == "completed", results[multi.job_id]["message"]
+    assert results[multi.job_id]["runner"] == f"{node.runner.name}:cpux2"
+    assert report["status"] == "PASSED" and report["world_size"] == 2, report["message"]
+    assert results[single.job_id]["runner"] == f"{node.runner.name}:cpu"
+    order = [(task, payload["job_id"]) for task, payload in node.site.seen
+             if task in ("leaderboard.job_started", "leaderboard.store_result")
+             and payload.get("job_id") in (multi.job_id, single.job_id)]
+    first = order[0][1]
+    assert order.index(("leaderboard.store_result", first)) < order.index(
+        ("leaderboard.job_started", single.job_id if first == multi.job_id else multi.job_id)), order
 
 
 def test_a_cancel_that_arrives_before_the_job_means_it_never_runs(node: Node) -> None:

@@ -7,7 +7,8 @@ import multiprocessing
 import time
 from pathlib import Path
 
-from runners.slots import CPU_SLOT, StateDir, claim_job_user, plan_slots
+from runners.slots import CPU_MULTI_SLOT, CPU_SLOT, StateDir, claim_job_user, lock_names, plan_slots
+from runners.spares import serves_single_gpu_jobs
 from solboard_common.protocol import GpuInfo
 
 
@@ -16,9 +17,17 @@ def gpu(index: int, gpu_type: str = "h200") -> GpuInfo:
                    memory_bytes=141 << 30, driver="580.65")
 
 
-def test_no_gpu_means_the_cpu_development_device() -> None:
-    assert plan_slots([]) == [CPU_SLOT]
+def test_no_gpu_means_the_cpu_development_device_with_an_x2_slot_on_the_same_lock() -> None:
+    assert plan_slots([]) == [CPU_SLOT, CPU_MULTI_SLOT]
     assert CPU_SLOT.queue == "gpu.cpu.x1" and CPU_SLOT.cuda_visible_devices == ""
+    assert CPU_MULTI_SLOT.queue == "gpu.cpu.x2" and CPU_MULTI_SLOT.device == "cpu"
+    assert lock_names(CPU_SLOT.gpu_indices) == lock_names(CPU_MULTI_SLOT.gpu_indices) == ["cpu"]
+
+
+def test_only_slots_of_single_gpu_jobs_keep_warm_spares() -> None:
+    slots = plan_slots([gpu(0), gpu(1)])
+    assert [serves_single_gpu_jobs(slot) for slot in slots] == [True, True, False]
+    assert serves_single_gpu_jobs(CPU_SLOT) and not serves_single_gpu_jobs(CPU_MULTI_SLOT)
 
 
 def test_each_gpu_gets_an_x1_slot_and_all_of_them_an_xn_slot() -> None:

@@ -44,8 +44,6 @@ sys.path.insert(0, str(REPO))
 
 #: What the harness sets in every rank (evaluator/harness/multi_env.py): the measurement matches.
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-BUSBW_SIZES = [1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30]
-WARMUP, ITERATIONS = 5, 20
 FIXTURES = REPO / "tests" / "fixtures" / "multi"
 #: Where a recorded busbw measurement lives once committed (later runs with PARTS=jobs read it).
 RECORDED_BUSBW = REPO / "benchmarks" / "results" / "multigpu_h200x2" / "busbw.json"
@@ -119,70 +117,13 @@ def write(path: Path, data: dict[str, Any]) -> None:
 # ---------------------------------------------------------------- NCCL bus bandwidth
 
 
-def _busbw_rank(rank: int, world_size: int, store_path: str, result_path: str, on_gpu: bool) -> None:
-    import torch
-    import torch.distributed as dist
-
-    os.environ.update(MULTICAST_OFF)
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    store = dist.FileStore(store_path, world_size)
-    if on_gpu:
-        torch.cuda.set_device(rank)
-        device = torch.device("cuda", rank)
-        dist.init_process_group("nccl", store=store, rank=rank, world_size=world_size, device_id=device)
-    else:
-        device = torch.device("cpu")
-        dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size)
-    rows = []
-    for size in BUSBW_SIZES if on_gpu else BUSBW_SIZES[:2]:
-        tensor = torch.ones(size // 2, dtype=torch.bfloat16, device=device)
-        for _ in range(WARMUP):
-            dist.all_reduce(tensor)
-        _synchronize(on_gpu)
-        dist.barrier()
-        began = time.perf_counter()
-        if on_gpu:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-        for _ in range(ITERATIONS):
-            dist.all_reduce(tensor)
-        if on_gpu:
-            end.record()
-        _synchronize(on_gpu)
-        elapsed_s = start.elapsed_time(end) / 1e3 if on_gpu else time.perf_counter() - began
-        seconds = elapsed_s / ITERATIONS
-        algbw = size / seconds / 1e9
-        rows.append({"bytes": size, "time_us": seconds * 1e6, "algbw_gbps": algbw,
-                     "busbw_gbps": algbw * 2 * (world_size - 1) / world_size})
-    if rank == 0:
-        Path(result_path).write_text(json.dumps(rows))
-    dist.destroy_process_group()
-
-
-def _synchronize(on_gpu: bool) -> None:
-    if on_gpu:
-        import torch
-
-        torch.cuda.synchronize()
-
-
-def measure_busbw(world_size: int) -> list[dict[str, Any]]:
-    import torch.multiprocessing as mp
-
-    with tempfile.TemporaryDirectory() as folder:
-        result = Path(folder) / "busbw.json"
-        mp.spawn(_busbw_rank, args=(world_size, str(Path(folder) / "store"), str(result), DEVICE == "cuda"),
-                 nprocs=world_size)
-        return json.loads(result.read_text())
-
-
 def part_busbw(out: Path, world_size: int) -> float | None:
-    data: dict[str, Any] = {"provenance": provenance(), "world_size": world_size, "multicast_off": MULTICAST_OFF,
-                            "method": f"nccl-tests style: {WARMUP} warm-up, {ITERATIONS} back-to-back calls, "
-                                      "CUDA events; busbw = bytes x 2 (W-1)/W / time"}
-    try:
-        data["rows"] = measure_busbw(world_size)
-        data["best_busbw_gbps"] = max(row["busbw_gbps"] for row in data["rows"])
+    from evaluator.harness.link_bandwidth import measure as measure_busbw
+
+    data: dict[str, Any] = {"provenance": provenance(), "world_size": world_size, "multicast_off": MULTICAST_OFF}
+    try:  # the runner's link calibration measures the same way (python -m evaluator calibrate --world-size N)
+        link = measure_busbw(world_size, DEVICE)
+        data.update(method=link["method"], rows=link["rows"], best_busbw_gbps=link["best_busbw_gbps"])
         data["datasheet_gbps_per_direction"] = 450.0 if DEVICE == "cuda" else None
     except Exception as error:  # noqa: BLE001 - recorded, the other parts still run
         data["error"] = f"{type(error).__name__}: {error}"

@@ -149,13 +149,23 @@ class Node:
         return sandbox.ensure_job_user(claimed[0]) if claimed else None
 
     def _calibrate(self) -> dict[str, Path | None]:
-        """One calibration per GPU type + driver, cached (the CPU device has no SOL: none)."""
+        """One calibration per GPU type + driver, cached (the CPU device has no SOL: none), keyed by
+        GPU type; and one per x<n> slot with its link measured, keyed by the slot's key."""
         done: dict[str, Path | None] = {}
+        folder = self.state.root / "calibration"
         for gpu in self.gpus:
             if gpu.gpu_type not in done:
-                done[gpu.gpu_type] = calibration.calibrate(self.state.root / "calibration", gpu.gpu_type,
-                                                           gpu.driver, gpu.index)
+                done[gpu.gpu_type] = calibration.calibrate(folder, gpu.gpu_type, gpu.driver, gpu.index)
+        drivers = {gpu.index: gpu.driver for gpu in self.gpus}
+        for slot in self.slots:
+            if slot.device == "cuda" and len(slot.gpu_indices) > 1:
+                done[slot.key] = calibration.calibrate_link(folder, slot.gpu_type, drivers[slot.gpu_indices[0]],
+                                                            slot.gpu_indices, done.get(slot.gpu_type))
         return done
+
+    def calibration_of(self, slot: Slot) -> Path | None:
+        """The file a slot's jobs get: its own (an x<n> slot's, with the link) or its GPU type's."""
+        return self.calibrations.get(slot.key) or self.calibrations.get(slot.gpu_type)
 
     def _base_env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -177,7 +187,7 @@ class Node:
 
     def _worker(self, slot: Slot) -> WorkerProcess:
         env = self._base_env()
-        path = self.calibrations.get(slot.gpu_type)
+        path = self.calibration_of(slot)
         claimed = self.job_users.get(slot.key)
         env.update({"SOLBOARD_RUNNER_SLOT": slot.to_json(), "CUDA_VISIBLE_DEVICES": slot.cuda_visible_devices,
                     SPARES_VARIABLE: "1" if self.config.warm_spares else "0",
@@ -215,7 +225,7 @@ class Node:
     def send_heartbeats(self, interval: float) -> None:
         for slot in self.slots:
             beat = heartbeat.build(self.config.name, slot, self.state, self.gpus,
-                                   calibration.load(self.calibrations.get(slot.gpu_type)))
+                                   calibration.load(self.calibration_of(slot)))
             try:
                 self.messenger.heartbeat(beat, expires=max(30.0, 3 * interval))
             except Exception:  # noqa: BLE001 - broker down: the next beat tries again

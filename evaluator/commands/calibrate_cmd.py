@@ -3,6 +3,11 @@
 A large bf16 GEMM (TFLOP/s) and a large device-to-device copy (TB/s counting read + write), each
 the median of several cold-L2 runs timed with CUDA events. The keys match
 ``evaluator.gpus.with_ceilings``: ``bf16_tensor_tflops``, ``hbm_tbps``.
+
+``--world-size N`` (N > 1) measures the link instead: the all-reduce bus bandwidth of N GPUs
+(``evaluator.harness.link_bandwidth``), whose best figure is ``nvlink_gbps_per_direction``, the
+calibrated link ceiling of multi-GPU problems. ``--device cpu`` runs that with gloo (a check of the
+path; the CPU device has no SOL).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-HELP = "measure attainable ceilings (bf16 GEMM TFLOP/s, copy TB/s) on this GPU"
+HELP = "measure attainable ceilings (bf16 GEMM TFLOP/s, copy TB/s) on this GPU, or the link of N GPUs"
 
 GEMM_SIZE = 8192
 COPY_BYTES = 1 << 30
@@ -23,6 +28,10 @@ RUNS = 9
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--runs", type=int, default=RUNS)
+    parser.add_argument("--world-size", type=int, default=1, metavar="N",
+                        help="N > 1: the all-reduce bus bandwidth of N GPUs (the link ceiling) instead")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                        help="cpu: the link measurement with gloo (a check of the path, no SOL figure)")
 
 
 def _median_seconds(fn: Callable[[], Any], runs: int) -> float:
@@ -80,9 +89,30 @@ def measure(runs: int) -> dict[str, Any]:
     }
 
 
+def measure_link(world_size: int, device: str) -> dict[str, Any]:
+    from evaluator.harness.link_bandwidth import measure as measure_busbw
+
+    link = measure_busbw(world_size, device)
+    return {"device": device, "world_size": world_size,
+            "ceilings": {"nvlink_gbps_per_direction": link["best_busbw_gbps"]}, "link": link}
+
+
 def main(args: argparse.Namespace) -> int:
     import torch
 
+    if args.world_size > 1:
+        available = torch.cuda.device_count() if args.device == "cuda" else args.world_size
+        if available < args.world_size:
+            print(f"error: the link of {args.world_size} GPUs needs {args.world_size} GPUs, {available} visible",
+                  file=sys.stderr)
+            return 2
+        link = measure_link(args.world_size, args.device)
+        if args.json:
+            print(json.dumps(link, indent=2))
+        else:
+            print(f"{args.world_size} x {args.device}: all-reduce bus bandwidth "
+                  f"{link['ceilings']['nvlink_gbps_per_direction']:.1f} GB/s")
+        return 0
     if not torch.cuda.is_available():
         print("error: calibrate needs a CUDA GPU", file=sys.stderr)
         return 2

@@ -5,6 +5,7 @@ patches its clock ends the job with the status that says so, every rank killed."
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -178,3 +179,17 @@ def test_a_gpu_job_with_fewer_gpus_than_ranks_is_the_evaluators_error() -> None:
     result = run_cli("run", "allreduce", str(EXAMPLE), "--device", "cuda", "--world-size", "2")
     assert result.returncode == 3
     assert f"2 ranks need 2 GPUs; this job sees {torch.cuda.device_count()}" in result.stderr
+
+
+def test_calibrate_measures_the_link_of_n_ranks_and_refuses_more_gpus_than_there_are() -> None:
+    measured = run_cli("calibrate", "--world-size", "2", "--device", "cpu", "--json")
+    assert measured.returncode == 0, measured.stderr
+    link = json.loads(measured.stdout)
+    assert link["ceilings"]["nvlink_gbps_per_direction"] == link["link"]["best_busbw_gbps"] > 0
+    assert [row["bytes"] for row in link["link"]["rows"]] == [1 << 20, 4 << 20]
+    import torch
+
+    gpus = torch.cuda.device_count()
+    wanted = max(2, gpus + 1)
+    too_many = run_cli("calibrate", "--world-size", str(wanted), "--device", "cuda")
+    assert too_many.returncode == 2 and f"needs {wanted} GPUs, {gpus} visible" in too_many.stderr

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, field
 
 from evaluator.gpus import GpuSpec, GpuSpecError
-from evaluator.problems import CatalogueError, Counts, get_problem
+from evaluator.problems import FLOP_CLASSES, CatalogueError, Counts, get_problem
 from evaluator.report import EvaluationReport, ShapeReport, SolFigures, Status, worst_status
 from evaluator.scoring import problem_score, shape_score, sol_figures
 from leaderboard.models import Evaluation, GpuType, Shape
@@ -127,12 +127,13 @@ def recompute_figures(evaluation: Evaluation, report: EvaluationReport,
     median below t_SOL whatever the report says."""
     spec, figures = spec_of(evaluation.gpu_type), {}
     world_size = evaluation.submission.problem.world_size
+    ceilings = runner_ceilings(evaluation.runner.calibration if evaluation.runner else None)
     for item in report.shapes:
         if item.status is not Status.PASSED or item.timing is None or item.baseline_timing is None:
             continue
         try:
             figure = sol_figures(counts_of(shapes[item.shape_id]), spec, item.timing.median_us * 1e-6,
-                                 item.baseline_timing.median_us * 1e-6, world_size=world_size)
+                                 item.baseline_timing.median_us * 1e-6, ceilings, world_size=world_size)
         except GpuSpecError:  # this GPU has no peak for the problem's work: no SOL, no score
             continue
         if figure.faster_than_light:
@@ -140,6 +141,24 @@ def recompute_figures(evaluation: Evaluation, report: EvaluationReport,
                           f"t_SOL {figure.t_sol_us:g} us on {spec.key}")
         figures[item.shape_id] = figure
     return figures
+
+
+#: The calibration keys the site uses from a runner's heartbeat (``ceilings.<key>``, runners/calibration.py).
+CEILING_KEYS = frozenset({f"{flop_class}_tflops" for flop_class in FLOP_CLASSES} | {"hbm_tbps",
+                                                                                   "nvlink_gbps_per_direction"})
+
+
+def runner_ceilings(calibration: dict[str, object] | None) -> dict[str, float] | None:
+    """The attainable ceilings an authenticated runner measured (GEMM, copy, an x<n> slot's bus
+    bandwidth), as its last heartbeat gave them. They set only ``sol_fraction_attainable``, shown
+    beside the datasheet fraction; the score and the faster-than-light check use the datasheet."""
+    ceilings = {}
+    for name, value in (calibration or {}).items():
+        key = name.removeprefix("ceilings.")
+        if key in CEILING_KEYS and isinstance(value, (int, float)) and not isinstance(value, bool) \
+                and math.isfinite(value) and value > 0:
+            ceilings[key] = float(value)
+    return ceilings or None
 
 
 def development_score(item: ShapeReport) -> float | None:

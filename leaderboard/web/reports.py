@@ -155,6 +155,11 @@ class ShapeView:
     witness: dict[str, Any] | None = None
     worst: list[dict[str, Any]] = field(default_factory=list)
     intensity: float | None = None
+    #: Multi-GPU problems: each rank's median (us). SOL against the ceilings the runner measured
+    #: (the site computes it from the runner's heartbeat calibration; shown beside the datasheet
+    #: fraction, never scored).
+    rank_medians_us: list[float] = field(default_factory=list)
+    sol_fraction_calibrated: float | None = None
 
 
 def shape_views(evaluation: Evaluation) -> list[ShapeView]:
@@ -164,12 +169,20 @@ def shape_views(evaluation: Evaluation) -> list[ShapeView]:
     for result in evaluation.shape_results.all():
         item = reported.get(result.shape.shape_id, {})
         counts = counts_of(result.shape)
+        sol, timing = item.get("sol") or {}, item.get("timing") or {}
         views.append(ShapeView(
-            result, bound=(item.get("sol") or {}).get("bound"), witness=item.get("witness"),
+            result, bound=sol.get("bound"), witness=item.get("witness"),
             worst=_worst_elements(result.errors),
             intensity=counts.total_flops / counts.bytes if counts.bytes else None,
+            rank_medians_us=[float(value) for value in timing.get("rank_median_us") or []
+                             if isinstance(value, (int, float))],
+            sol_fraction_calibrated=_number_or_none(sol.get("sol_fraction_attainable")),
         ))
     return views
+
+
+def _number_or_none(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _worst_elements(errors: dict[str, Any]) -> list[dict[str, Any]]:

@@ -307,3 +307,13 @@ def test_the_sweep_command_reports_what_it_did(evaluation: Evaluation, broker: s
     out = StringIO()
     call_command("sweep", stdout=out)
     assert out.getvalue().strip() == "released 1, requeued 0, failed 0"
+
+
+def test_only_known_finite_positive_ceilings_of_a_runner_are_used() -> None:
+    from leaderboard.dispatch.judge import runner_ceilings
+
+    heartbeat = {"ceilings.bf16_tensor_tflops": 760.0, "ceilings.hbm_tbps": 4.2, "ceilings.nvlink_gbps_per_direction": 331.4,
+                 "ceilings.made_up_tflops": 1e9, "ceilings.fp8_tensor_tflops": float("nan"), "ceilings.fp16_tensor_tflops": -1,
+                 "link.world_size": 2, "ceilings.tf32_tensor_tflops": True, "runs": 9}
+    assert runner_ceilings(heartbeat) == {"bf16_tensor_tflops": 760.0, "hbm_tbps": 4.2, "nvlink_gbps_per_direction": 331.4}
+    assert runner_ceilings({}) is None and runner_ceilings(None) is None

@@ -131,6 +131,30 @@ def test_the_report_shows_each_shape_with_its_figures_and_a_roofline(
     assert "memory" in page and "confirmed" in page
 
 
+def test_a_multi_gpu_report_shows_each_ranks_median_and_the_calibrated_link_fraction(
+        client: Client, alice: Any, catalogue: None) -> None:
+    # The runner's last heartbeat gave its x2 slot's measured bus bandwidth (H200 x2, round 6).
+    RunnerNode.objects.update_or_create(name=RUNNER, defaults={"calibration": {
+        "ceilings.bf16_tensor_tflops": 760.0, "ceilings.nvlink_gbps_per_direction": 331.4, "link.world_size": 2}})
+    evaluation = ranked(alice, "allreduce", "h200", 1.25)
+    page = client.get(f"/submissions/{evaluation.submission_id}/").content.decode()
+    ranked_shapes = evaluation.shape_results.count()
+    assert page.count("<small data-ranks>ranks ") == ranked_shapes
+    assert page.count("<small data-calibrated") == ranked_shapes
+    shape = evaluation.report["shapes"][0]
+    medians = shape["timing"]["rank_median_us"]
+    assert len(medians) == 2 and shape["sol"]["sol_fraction_attainable"] > shape["sol"]["sol_fraction"]
+    # allreduce is link-bound: against 331.4 GB/s instead of the datasheet's 450, 450 / 331.4 x the fraction.
+    assert shape["sol"]["sol_fraction_attainable"] == pytest.approx(shape["sol"]["sol_fraction"] * 450 / 331.4)
+    # The score stays the datasheet's (t_SOL, not the calibrated bound).
+    from evaluator.scoring import shape_score
+
+    expected = shape_score(shape["timing"]["median_us"] * 1e-6, shape["baseline_timing"]["median_us"] * 1e-6,
+                           shape["sol"]["t_sol_us"] * 1e-6)
+    assert shape["sol"]["score"] == pytest.approx(expected)
+    assert shape["sol"]["t_sol_attainable_us"] > shape["sol"]["t_sol_us"]
+
+
 def test_a_rejected_result_says_why_it_is_not_ranked(client: Client, alice: Any, catalogue: None) -> None:
     evaluation = submit(alice, "vector_add", "h200")
     report = gpu_report("vector_add", "h200", 1.0, status=Status.REJECTED,

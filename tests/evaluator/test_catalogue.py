@@ -118,6 +118,14 @@ def gemm_fp8_from_e5m2_inputs(
     C.copy_((A.float().to(e5m2).float() * sa) @ (B.float().to(e5m2).float() * sb).t())
 
 
+def gemv_bf16_from_fp8_weights(x: torch.Tensor, W: torch.Tensor, y: torch.Tensor) -> None:
+    y.copy_(x.float() @ fp8(W).t())
+
+
+def prefix_sum_in_bf16(x: torch.Tensor, y: torch.Tensor) -> None:
+    y.copy_(torch.cumsum(x.bfloat16(), dim=-1))
+
+
 def grouped_gemm_with_fp8_weights(
     X: torch.Tensor, W: torch.Tensor, offsets: torch.Tensor, Y: torch.Tensor
 ) -> None:
@@ -174,6 +182,8 @@ LOWER_PRECISION: dict[str, Kernel] = {
     "vector_add": vector_add_in_fp16,
     "gemm_bf16": gemm_bf16_from_fp8_inputs,
     "gemm_fp8": gemm_fp8_from_e5m2_inputs,
+    "gemv_bf16": gemv_bf16_from_fp8_weights,
+    "prefix_sum": prefix_sum_in_bf16,
     "grouped_gemm_bf16": grouped_gemm_with_fp8_weights,
     "rmsnorm": rmsnorm_of_an_fp8_hidden_state,
     "layernorm": layernorm_of_an_fp8_input,
@@ -211,6 +221,10 @@ CPU_UNSUPPORTED: dict[str, Callable[[], str | None]] = {"gemm_fp8": scaled_mm_cp
         ("gemm_bf16", {"M": 128, "N": 7168, "K": 5120}, {"bf16_tensor": 9_395_240_960}, 76_546_048),
         # same flops; 1-byte A and B, bf16 C, two fp32 scales
         ("gemm_fp8", {"M": 128, "N": 7168, "K": 5120}, {"fp8_tensor": 9_395_240_960}, 39_190_536),
+        # 2*B*N*K; 2*(B*K + N*K + B*N): the weight dominates
+        ("gemv_bf16", {"B": 1, "N": 10240, "K": 8192}, {"bf16_tensor": 167_772_160}, 167_809_024),
+        # N - 1 adds per row (the first output is a copy); x read and y written, 4 bytes each
+        ("prefix_sum", {"R": 1, "N": 2**24}, {"fp32_simt": 16_777_215}, 134_217_728),
         # 2*T*N*K; X, the 7 non-empty experts' weights (G // 8 = 1 empty), Y, 9 int32 offsets
         (
             "grouped_gemm_bf16",

@@ -74,7 +74,8 @@ def test_ranked_mode_on_the_cpu_is_witnessed_by_the_judges_clock_and_never_ranke
     [("allgather_gemm", 2), ("allgather_gemm", 4), ("gemm_reducescatter", 2), ("gemm_reducescatter", 4),
      ("vocab_parallel_logprob", 2), ("vocab_parallel_logprob", 4), ("ring_attention_fwd", 2),
      ("ring_attention_fwd", 4), ("allgather_gemm", 8), ("gemm_reducescatter", 8), ("vocab_parallel_logprob", 8),
-     ("ring_attention_fwd", 8)],
+     ("ring_attention_fwd", 8), ("moe_dispatch_combine", 2), ("moe_dispatch_combine", 4),
+     ("moe_dispatch_combine", 8)],
 )
 def test_the_other_examples_pass_at_every_world_size(problem: str, world_size: int) -> None:
     report = evaluate_file(problem, REPO / "examples" / "python" / f"{problem}.py", *CPU,
@@ -98,12 +99,33 @@ def test_the_overlapped_examples_pass_whole_and_in_chunks(problem: str, chunked:
 
 
 @pytest.mark.parametrize(
-    "problem", ["allreduce", "allgather_gemm", "gemm_reducescatter", "vocab_parallel_logprob", "ring_attention_fwd"])
+    "problem", ["allreduce", "allgather_gemm", "gemm_reducescatter", "vocab_parallel_logprob",
+                "ring_attention_fwd", "moe_dispatch_combine"])
 def test_the_baseline_as_a_submission_passes(problem: str, tmp_path: Path) -> None:
     submission = tmp_path / "baseline.py"
     submission.write_text(f"from evaluator.problems.{problem}.reference import baseline as kernel\n")
     report = evaluate_file(problem, submission, *CPU)
     assert report["status"] == "PASSED", report["message"]
+
+
+@pytest.mark.parametrize(
+    ("honest", "wrong", "failing_rank"),
+    [
+        # the gate weights forgotten: each token's expert rows summed as they are
+        ("rows.float() * all_gates[tokens, slots].unsqueeze(1)", "rows.float()", 0),
+        # the last rank's tokens dropped: its outputs stay zero
+        ("nonzero(all_ids == first + expert", "nonzero(all_ids[:-x.shape[0]] == first + expert", 1),
+    ],
+)
+def test_a_wrong_moe_dispatch_combine_is_incorrect(honest: str, wrong: str, failing_rank: int,
+                                                    tmp_path: Path) -> None:
+    source = (REPO / "examples" / "python" / "moe_dispatch_combine.py").read_text()
+    assert source.count(honest) == 1
+    submission = tmp_path / "moe_wrong.py"
+    submission.write_text(source.replace(honest, wrong))
+    report = evaluate_file("moe_dispatch_combine", submission, *CPU)
+    assert report["status"] == "INCORRECT_NUMERICAL"
+    assert all(f"rank {failing_rank}: outside tolerance" in shape["message"] for shape in report["shapes"])
 
 
 def test_a_deadlock_on_one_rank_times_out_and_kills_every_rank() -> None:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Multi-GPU problems (issue 13) on a machine with 2 H200s: the NCCL path of the multi-GPU harness,
-# written from documentation and NOT YET RUN ON A GPU before this script. Carry .whl/ (pydantic and
+# Multi-GPU problems on a machine with 2 H200s: the NCCL path of the multi-GPU harness (first run in
+# round 6: benchmarks/results/multigpu_h200x2/README.md). Carry .whl/ (pydantic and
 # its dependencies: the machine has torch, NCCL, ncu and nvidia-ml-py, no network, no Django). Run
 # from the repository root:
 #   SOLBOARD_COMMIT=$(git rev-parse HEAD) OUT=/some/dir bash benchmarks/multigpu_h200x2.sh [BUDGET_S] [SHAPES] [PROBLEMS]

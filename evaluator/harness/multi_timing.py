@@ -12,8 +12,9 @@ The judge starts every iteration on every rank at once (``multi_judge``); each r
   clock (CPU development device, gloo).
 
 The iteration's time is the maximum over the ranks (the judge takes it). Not yet on a GPU: the
-CUPTI device span and the side-stream check of ``gpu_timing`` (class 1); this module's GPU path is
-written from the CUDA/NCCL documentation and has NOT YET RUN ON A GPU (docs/multigpu.md).
+CUPTI device span and the side-stream check of ``gpu_timing`` (class 1). The GPU path ran on two
+H200s (benchmarks/results/multigpu_h200x2/); the late-launch rule below was written from that run
+and has not run on a GPU since.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class CpuIterationTimer:
 
 
 class GpuIterationTimer:
-    """NCCL: cold L2, gate, device-side barrier, CUDA events around the call. NOT YET RUN ON A GPU."""
+    """NCCL: cold L2, gate, device-side barrier, CUDA events around the call; late launches seen."""
 
     method = "events"
 

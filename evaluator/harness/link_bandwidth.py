@@ -10,15 +10,20 @@ busbw is comparable with a link's bandwidth per direction). The best busbw over 
 attainable ``nvlink_gbps_per_direction``; reports give the SOL fraction against it beside the
 datasheet's (docs/multigpu.md). NVLink multicast is off, as the harness sets it for every rank.
 
-One process per GPU (``torch.multiprocessing.spawn``), a ``FileStore`` rendezvous in a temporary
-folder (no port). On two H200s (NV18, round 6) it read 331 GB/s at 1 GiB, 74% of the datasheet's
+One process per GPU, each ``python -m evaluator.harness.link_bandwidth --rank r ...`` started and
+waited for by ``measure`` (not ``torch.multiprocessing``, whose resource tracker outlives the
+measuring process: under a runner, a subreaper, it would be left as a zombie), a ``FileStore``
+rendezvous in a temporary folder (no port). On two H200s (NV18, round 6) it read 331 GB/s at 1 GiB, 74% of the datasheet's
 450 GB/s (benchmarks/results/multigpu_h200x2/busbw.json).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,15 +38,18 @@ WARMUP = 5
 ITERATIONS = 20
 
 
+#: Seconds the ranks may take together (NCCL set-up and 1 GiB all-reduces take a few seconds).
+LIMIT_S = 600.0
+#: The folder that holds the ``evaluator`` package, for the rank processes' imports.
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
 def measure(world_size: int, device: str = "cuda", sizes: list[int] | None = None) -> dict[str, Any]:
     """Rows of bytes, time_us, algbw_gbps and busbw_gbps, and the best busbw (GB/s)."""
-    import torch.multiprocessing as mp
-
     chosen = sizes or (SIZES if device == "cuda" else CPU_SIZES)
     with tempfile.TemporaryDirectory(prefix="solboard-busbw-") as folder:
         result = Path(folder) / "rows.json"
-        mp.spawn(_rank, args=(world_size, str(Path(folder) / "store"), str(result), device, chosen),
-                 nprocs=world_size, join=True)
+        _run_ranks(world_size, device, chosen, Path(folder) / "store", result)
         rows = json.loads(result.read_text())
     return {
         "world_size": world_size, "device": device, "rows": rows,
@@ -50,6 +58,28 @@ def measure(world_size: int, device: str = "cuda", sizes: list[int] | None = Non
                   f"{'CUDA events' if device == 'cuda' else 'host clock (gloo)'}; busbw = bytes / time x 2 (W-1)/W; "
                   "NVLink multicast off",
     }
+
+
+def _run_ranks(world_size: int, device: str, sizes: list[int], store: Path, result: Path) -> None:
+    """Start every rank, wait for all; a rank that fails or outlasts LIMIT_S ends them all."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")]))}
+    ranks = [subprocess.Popen([sys.executable, "-m", "evaluator.harness.link_bandwidth", "--rank", str(rank),
+                               "--world-size", str(world_size), "--store", str(store), "--out", str(result),
+                               "--device", device, "--sizes", ",".join(map(str, sizes))],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             for rank in range(world_size)]
+    deadline = time.monotonic() + LIMIT_S
+    try:
+        for rank, process in enumerate(ranks):
+            _, stderr = process.communicate(timeout=max(deadline - time.monotonic(), 1.0))
+            if process.returncode != 0:
+                raise RuntimeError(f"link measurement: rank {rank} exited with status {process.returncode}: "
+                                   f"{stderr.decode(errors='replace')[-2000:]}")
+    finally:
+        for process in ranks:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
 
 
 def _rank(rank: int, world_size: int, store_path: str, result_path: str, device: str, sizes: list[int]) -> None:
@@ -100,3 +130,19 @@ def _one_size(size: int, world_size: int, where: Any, on_gpu: bool) -> dict[str,
     algbw = size / seconds / 1e9
     return {"bytes": size, "time_us": seconds * 1e6, "algbw_gbps": algbw,
             "busbw_gbps": algbw * 2 * (world_size - 1) / world_size}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="one rank of the all-reduce bus bandwidth measurement")
+    parser.add_argument("--rank", type=int, required=True)
+    parser.add_argument("--world-size", type=int, required=True)
+    parser.add_argument("--store", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--sizes", required=True)
+    args = parser.parse_args(argv)
+    _rank(args.rank, args.world_size, args.store, args.out, args.device, [int(size) for size in args.sizes.split(",")])
+
+
+if __name__ == "__main__":
+    main()

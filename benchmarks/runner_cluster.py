@@ -41,6 +41,7 @@ class Cluster:
                     "SOLBOARD_HEARTBEAT_SECONDS": "2", "PYTHONUNBUFFERED": "1",
                     "DJANGO_SETTINGS_MODULE": "leaderboard.settings", **(env or {})}
         self.processes: list[subprocess.Popen[bytes]] = []
+        self.names: list[str] = []
 
     def __enter__(self) -> Self:
         try:
@@ -75,6 +76,14 @@ class Cluster:
         log = (self.folder / f"{name}.log").open("ab")
         self.processes.append(subprocess.Popen(argv, env=self.env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
                                                start_new_session=True))
+        self.names.append(name)
+
+    def check_alive(self) -> None:
+        """A site worker or runner node that died fails the wait at once, naming its log (round 7 on
+        the H200: a node whose control loop died left a benchmark waiting until its time limit)."""
+        for name, process in zip(self.names, self.processes):
+            if process.poll() is not None:
+                raise RuntimeError(f"{name} exited with status {process.returncode}; see {self.folder / (name + '.log')}")
 
     def wait_for_runners(self, timeout: float = 120) -> None:
         from leaderboard.models import RunnerNode
@@ -83,6 +92,7 @@ class Cluster:
         while RunnerNode.objects.filter(last_heartbeat__isnull=False).count() < self.count:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"runners did not report within {timeout}s; see {self.folder}")
+            self.check_alive()
             time.sleep(0.5)
 
     def submit(self, username: str, source: str, mode: str = "ranked", gpu_type: str = "cpu",
@@ -103,6 +113,7 @@ class Cluster:
                         .values_list("pk", "finished_at"))
             if len(done) == len(evaluation_ids) or time.monotonic() > deadline:
                 return done
+            self.check_alive()
             time.sleep(0.2)
 
     def __exit__(self, *exc: object) -> None:

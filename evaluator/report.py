@@ -152,6 +152,11 @@ class TimingStats(_Model):
         "holds no host launch latency (2 x the host launch time + 20 us, within 20-1000 us; the "
         "kernel's is at least the baseline's).",
     )
+    gate_retried: bool = Field(
+        default=False,
+        description="The CUDA events outran the device span behind the first gate, so they were measured "
+        "again behind the longest gate (1000 us) before any class-14 flag; gate_us is that gate.",
+    )
     cold_l2: bool = Field(
         default=True, description="L2 flushed and persisting window reset before each call."
     )

@@ -194,6 +194,14 @@ def _ranked(
     return "device_span", spans, extra
 
 
+def longer_gate(source: str, cupti: bool, gate_us: float) -> float | None:
+    """The gate to measure the events behind again before a class-14 flag, or None: only when the
+    events outran the device span and the gate was shorter than its longest."""
+    if source == "events" and cupti and gate_us < GATE_MAX_US:
+        return GATE_MAX_US
+    return None
+
+
 def gate_for(host_launch_us: float) -> float:
     return min(max(GATE_FACTOR * host_launch_us + GATE_MARGIN_US, GATE_MIN_US), GATE_MAX_US)
 
@@ -235,6 +243,15 @@ def time_gpu(
     notes: list[str] = []
     _compare_kernel_sets(warmup_names, names, notes)
     source, ranked, extra = _ranked(spans, events, timer.cupti, config.launch_allowance_us)
+    if retry_gate_us := longer_gate(source, timer.cupti, gate_us):
+        # Round 7 on the H200: an honest Triton launcher once showed CUDA events 50+ us above its
+        # device span (flagged, class 14) and none in two reruns. Before flagging, the events are
+        # measured again behind the longest gate the design allows: launch latency the shorter gate
+        # left in the events disappears, host work inside the call beyond GATE_MAX_US does not.
+        gate_us, timer.gate_cycles = retry_gate_us, gate_cycles(retry_gate_us)
+        events = timer.batch(max(size // 2, 8), profiled=False).events_us
+        source, ranked, extra = _ranked(spans, events, timer.cupti, config.launch_allowance_us)
+        extra["gate_retried"] = True
     summary = summarize(ranked)
     method = "cupti" if timer.cupti else "events"
     stats = _stats_dict(summary, method, source, converged(summary, config.target_rel, config.min_samples))

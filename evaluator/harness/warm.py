@@ -138,8 +138,10 @@ def _connect_witness(warm: WarmStart, limit_s: float) -> None:
     job. A session that fails here is dropped: the job then starts its own, as a fresh process does."""
     if warm.witness is None:
         return
+    began = time.monotonic()
     try:
         warm.witness.start(limit_s)
+        warm.start_up["witness_prepare"] = round(warm.witness.prepare(max(1.0, limit_s - (time.monotonic() - began))), 3)
     except OSError:
         warm.witness.discard()
         warm.witness = None

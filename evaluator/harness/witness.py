@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaluator.harness import process_tree
+from evaluator.harness import channel, process_tree
 from evaluator.harness.parent import child_env
 from evaluator.harness.profile import ncu_version, parse_raw_csv
 
@@ -272,6 +272,22 @@ class NcuSession:
             self.connection, self.witness_pid = connection, pid
             return self.connection
         raise OSError(f"the witness process never connected: {bytes(self.output[-600:]).decode(errors='replace')}")
+
+    def prepare(self, limit_s: float) -> float:
+        """A warm spare's session, connected: the witness process makes its CUDA context now (the
+        GPU is idle, no job exists), not after its job's ranked stage. Returns the seconds it took;
+        OSError when the process did not answer in time (the spare then drops the session)."""
+        assert self.connection is not None
+        began = time.monotonic()
+        fd = self.connection.fileno()
+        channel.write_all(fd, channel.encode({"type": "prepare"}))
+        try:
+            answer = channel.FrameReader(fd).next(began + limit_s)
+        except (channel.ChannelTimeout, channel.ChannelError) as error:
+            raise OSError(f"the witness process did not prepare its device ({type(error).__name__})") from None
+        if answer.get("type") != "prepared":
+            raise OSError(f"the witness process answered {answer.get('type')!r} to prepare")
+        return time.monotonic() - began
 
     def alive(self) -> bool:
         return hasattr(self, "process") and self.process.poll() is None

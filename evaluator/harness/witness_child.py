@@ -43,7 +43,15 @@ def marker() -> None:
 class WitnessChild:
     def __init__(self, fd: int) -> None:
         self.fd = fd
-        self.config = channel.read_frame(fd)
+        self.device_ready = False
+        first = channel.read_frame(fd)
+        if first.get("type") == "prepare":
+            # A warm spare's session: the CUDA context is made now, while the GPU is idle and no
+            # job exists, instead of after its job's ranked stage (NcuSession.prepare).
+            self.prepare_device()
+            self.send({"type": "prepared"})
+            first = channel.read_frame(fd)
+        self.config = first
         self.problem = get_problem(self.config["problem"])
         self.mapped = Mapped()
         self.kernel: Any = None
@@ -52,10 +60,16 @@ class WitnessChild:
     def send(self, message: dict[str, Any]) -> None:
         channel.write_all(self.fd, channel.encode(message))
 
-    def run(self) -> None:
+    def prepare_device(self) -> None:
         torch.cuda.init()
         torch.zeros(1, device="cuda")
         import cuda.bindings.runtime  # noqa: F401 - CUDA IPC
+
+        self.device_ready = True
+
+    def run(self) -> None:
+        if not self.device_ready:
+            self.prepare_device()
         spec = self.config.get("spec")
         try:
             self.submission = load(self.config["language"], Path(self.config["file"]),

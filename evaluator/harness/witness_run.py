@@ -89,12 +89,28 @@ def witness_shapes(judge: Any, passed: list[tuple[Any, dict[str, Any]]]) -> list
     return notes + _apply(session, timed, output)
 
 
+class SubPhases:
+    """Seconds of the witness session's parts, as ``witness.<part>`` phases of the report: where a
+    job's witness time goes (round 7: 2.4 s for one shape of one kernel, 0.65 s a shape over six)."""
+
+    def __init__(self, judge: Any) -> None:
+        self.phases = judge.outcome.phase_seconds
+        self.began = time.perf_counter()
+
+    def done(self, part: str) -> None:
+        now = time.perf_counter()
+        self.phases[f"witness.{part}"] = round(now - self.began, 3)
+        self.began = now
+
+
 def _session(judge: Any, session: NcuSession, timed: list[tuple[Any, dict[str, Any]]]) -> str:
     limit = SESSION_LIMIT_S
+    parts = SubPhases(judge)
     try:
         connection = session.start(judge.request.limits.compile_s)
     except OSError as error:
         raise WitnessFailed(f"ncu did not start the witness process ({error})") from None
+    parts.done("connect")
     peer = Peer(connection, time.monotonic() + limit)
     peer.send({"type": "config", "problem": judge.problem.name, "file": str(judge.request.file.resolve()),
                "language": judge.request.language,
@@ -102,15 +118,19 @@ def _session(judge: Any, session: NcuSession, timed: list[tuple[Any, dict[str, A
     ready = peer.receive("ready", "compile_error")
     if ready["type"] == "compile_error":
         raise WitnessFailed(f"the submission did not load under ncu: {str(ready.get('message'))[:300]}")
+    parts.done("load")  # the witness process's CUDA context (unless a spare made it) and the submission
     for shape, report in timed:
         _witness_shape(judge, peer, shape, report)
+    parts.done("calls")
     # Only ncu (its launcher script, its own processes) and the witness process may be alive when
     # ncu prints: a helper the witness process started could write rows into ncu's output after
     # ncu's own. (On the H200 ``ncu`` is a script whose child is the profiler: both are kept.)
     process_tree.sweep(os.getpid(), keep={session.witness_pid or -1}, keep_trees={session.process.pid},
                        not_under=session.witness_pid)
     peer.send({"type": "finish"})
-    return session.finish(120)
+    output = session.finish(120)
+    parts.done("ncu_exit")
+    return output
 
 
 def _witness_shape(judge: Any, peer: Peer, shape: Any, report: dict[str, Any]) -> None:

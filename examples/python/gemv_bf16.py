@@ -1,21 +1,24 @@
 """Example submission for gemv_bf16: y = x @ W^T (x (B,K), W (N,K), y (B,N), all bf16).
 
-A split-K GEMV in torch: W is streamed in tiles of TILE_K columns (as a GEMV kernel's thread blocks
-would split K), each tile's products summed in fp32 into one (B, N) accumulator, and y rounded to
-bf16 once at the end. Honest and slower than the baseline: every tile is copied to fp32 first.
+A split-K GEMV in torch: K is cut into SPLITS slices (as a GEMV kernel's thread blocks would split
+it), every slice's products are summed in fp32 by one batched matmul, the SPLITS partial sums are
+added and y is rounded to bf16 once at the end. Honest and slower than the baseline: W is copied to
+fp32 first. A handful of launches per call, whatever K is (a loop over K tiles launched hundreds:
+on the H200 the timing witness costs about 11 ms per kernel it measures).
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
-TILE_K = 256
+SPLITS = 4
 
 
 def kernel(x: torch.Tensor, W: torch.Tensor, y: torch.Tensor) -> None:
-    k = x.shape[1]
-    acc = torch.zeros(y.shape, dtype=torch.float32, device=y.device)
-    for start in range(0, k, TILE_K):  # the last tile may be short
-        stop = min(start + TILE_K, k)
-        acc.addmm_(x[:, start:stop].float(), W[:, start:stop].float().t())
-    y.copy_(acc)
+    b, k = x.shape
+    n = W.shape[0]
+    pad = (-k) % SPLITS  # zero columns add nothing to the sums
+    xs = F.pad(x, (0, pad)).float().view(b, SPLITS, -1).transpose(0, 1)  # (S, B, K/S)
+    ws = F.pad(W, (0, pad)).float().view(n, SPLITS, -1).transpose(0, 1)  # (S, N, K/S)
+    y.copy_(torch.bmm(xs, ws.transpose(1, 2)).sum(0))

@@ -11,8 +11,10 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -189,3 +191,29 @@ def test_when_the_witness_ends_only_ncus_own_processes_and_the_witness_survive_t
     assert result.returncode == 0, result.stderr
     # killed: the witness's helper; left: launcher, profiler, ncu's helper, the witness
     assert result.stdout.split() == ["1", "4", "True", "True"], result.stdout
+
+
+def test_a_spares_witness_process_makes_its_device_ready_before_it_reads_its_job(monkeypatch: Any) -> None:
+    """The frames a warm spare's session exchanges: prepare -> prepared (the CUDA context, made
+    while the GPU is idle), then the job's config; a fresh session sends the config first."""
+    from evaluator.harness import channel, witness_child
+    from evaluator.harness.witness import NcuSession
+
+    prepared: list[bool] = []
+    monkeypatch.setattr(witness_child.WitnessChild, "prepare_device",
+                        lambda self: (prepared.append(True), setattr(self, "device_ready", True)))
+    judge_end, child_end = socket.socketpair()
+    session = NcuSession(Path("/tmp"), profile=True)
+    session.connection = judge_end
+    config = {"type": "config", "problem": "vector_add", "file": "x.py", "language": "python", "spec": None}
+    answered = threading.Thread(target=lambda: channel.write_all(judge_end.fileno(), channel.encode(config)))
+    child: list[Any] = []
+    reader = threading.Thread(target=lambda: child.append(witness_child.WitnessChild(child_end.fileno())))
+    reader.start()
+    assert session.prepare(5.0) >= 0.0 and prepared == [True]
+    answered.start()
+    reader.join(5)
+    answered.join(5)
+    assert child and child[0].device_ready and child[0].config == config
+    judge_end.close()
+    child_end.close()

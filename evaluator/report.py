@@ -175,6 +175,12 @@ class TimingStats(_Model):
         "issuing the call when its gate ran out (host latency in the span); at most MIN_SAMPLES plus "
         "the number kept.",
     )
+    judge_wait_us: list[float] | None = Field(
+        default=None,
+        description="Multi-GPU problems on a GPU: the judge's own clock per timed iteration (its wait from "
+        "'run' to the last rank's answer, less run-queue time), [median, 10th percentile]. Recorded to set "
+        "the tolerance of a judge's-clock witness from honest figures; not a witness yet.",
+    )
     rank_diagnostics: list[dict[str, float]] | None = Field(
         default=None,
         description="Multi-GPU problems on a GPU: each rank's gate and host launch time of the call "

@@ -566,6 +566,9 @@ def judge_multi(request: EvaluationRequest, problem: Problem, shape_ids: list[st
     outcome = MultiJudge(request, problem, shape_ids, config, scratch, world_size).run()
     if request.mode == "ranked" and outcome.status is None:
         timed = [shape for shape in outcome.shapes if shape.get("status") == "PASSED" and shape.get("timing")]
+        for report in timed:  # on a GPU recorded for the tolerance of a future witness, not one itself
+            judge = report.get("judge") or {}
+            report["timing"]["judge_wait_us"] = [judge["round_trip_us"], judge["round_trip_low_us"]]
         if request.device == "cpu":
             for report in timed:
                 report["witness"] = judge_wall_witness(report)

@@ -58,6 +58,14 @@ def witness_shapes(judge: Any, passed: list[tuple[Any, dict[str, Any]]]) -> list
     timed = [(shape, report) for shape, report in passed if report.get("status") == "PASSED" and report.get("timing")]
     if not timed:
         return []
+    try:
+        return _witness(judge, timed)
+    finally:
+        for _, report in timed:  # a shape REJECTED under the witness stays so, whatever became of the rest
+            report.pop("witness_rejected", None)
+
+
+def _witness(judge: Any, timed: list[tuple[Any, dict[str, Any]]]) -> list[str]:
     if judge.device == "cpu":
         for _, report in timed:
             report["witness"] = judge_wall_witness(report)
@@ -78,9 +86,12 @@ def witness_shapes(judge: Any, passed: list[tuple[Any, dict[str, Any]]]) -> list
         session.finish(5)  # idempotent: ncu and the witness process never outlive the job
     notes = [(f"witness: killed {len(cleared)} process(es) the timing child left behind before the witness "
               f"session ({', '.join(cleared[:3])})")] if cleared else []
+    crowded = other_gpu_processes(judge.witness_gpu_processes)
+    if crowded:
+        return notes + [f"no timing witness: {crowded}; the result is provisional, never ranked"]
     if judge.witness_gpu_processes is not None:
         notes.append(f"witness: at most {judge.witness_gpu_processes} processes held a CUDA context on the GPU "
-                     "during the witnessed calls (recorded, not yet a check)")
+                     "during the witnessed calls")
     if session.impostors:
         notes.append(f"witness: refused {session.impostors} connection(s) from processes ncu did not start")
     if session.returncode != 0:
@@ -163,10 +174,27 @@ def _witness_shape(judge: Any, peer: Peer, shape: Any, report: dict[str, Any]) -
         judge.arena.free(group)
 
 
+#: Processes with a CUDA context on the GPU while a witnessed call runs: the judge and the witness
+#: process. On the H200 every honest job of rounds 6 and 7 (through the runner, with and without
+#: warm spares) saw exactly these two.
+WITNESS_GPU_PROCESSES = 2
+
+
+def other_gpu_processes(count: int | None) -> str | None:
+    """Why the witness does not count, or None: a third process with a CUDA context during the
+    witnessed calls may have done the call's work out of ncu's sight (a helper the submission
+    started, fed through shared memory, with a decoy kernel for ncu). Not the submission's verdict
+    (something else on the runner could hold the GPU): the result stays provisional."""
+    if count is None or count <= WITNESS_GPU_PROCESSES:
+        return None
+    return (f"{count} processes held a CUDA context on the GPU during the witnessed calls, where only the judge "
+            f"and the witness process should ({WITNESS_GPU_PROCESSES}): another process may have done the work "
+            "out of the witness's sight")
+
+
 def _count_gpu_processes(judge: Any) -> None:
-    """Recorded, not yet a check: the judge and the witness process should be the only processes
-    with a CUDA context on the GPU while a witnessed call runs; a third one may be doing the call's
-    work out of ncu's sight (docs/security.md, what is still open). The H200 figure decides."""
+    """The most processes NVML saw with a CUDA context on the GPU after a witnessed call
+    (``other_gpu_processes`` decides)."""
     count = judge.nvml.compute_processes() if judge.nvml is not None else None
     if count is not None:
         judge.witness_gpu_processes = max(count, judge.witness_gpu_processes or 0)

@@ -217,3 +217,12 @@ def test_a_spares_witness_process_makes_its_device_ready_before_it_reads_its_job
     assert child and child[0].device_ready and child[0].config == config
     judge_end.close()
     child_end.close()
+
+
+def test_a_third_process_on_the_gpu_during_the_witnessed_calls_voids_the_witness() -> None:
+    from evaluator.harness.witness_run import WITNESS_GPU_PROCESSES, other_gpu_processes
+
+    assert other_gpu_processes(None) is None  # no NVML: nothing to say
+    assert other_gpu_processes(WITNESS_GPU_PROCESSES) is None  # the judge and the witness process
+    why = other_gpu_processes(WITNESS_GPU_PROCESSES + 1)
+    assert why is not None and "3 processes held a CUDA context" in why

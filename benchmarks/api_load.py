@@ -95,8 +95,9 @@ for i in range(rows):
                                     language="python", source="# seeded row\\n")
     ev = Evaluation.objects.create(submission=sub, gpu_type=gpu, mode="ranked", status="passed",
                                    score=0.3 + i / (rows * 10), rank_eligible=True)
-    RankingEntry.objects.create(problem=problem, gpu_type=gpu, user=user, submission=sub, evaluation=ev,
-                                score=ev.score, submitted_at=sub.created_at, track="all")
+    RankingEntry.objects.create(problem=problem, problem_version=sub.problem_version, gpu_type=gpu, user=user,
+                                submission=sub, evaluation=ev, score=ev.score, submitted_at=sub.created_at,
+                                track="all")
 print("\\n".join(tokens))
 """
 

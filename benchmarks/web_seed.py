@@ -158,17 +158,18 @@ def _offer(bests: dict[tuple[Any, ...], Best], evaluation: Evaluation, problem: 
                                                   if row.shape.ranked]
     for track in tracks:
         for shape_id, score, median in offers:
-            key = (problem.pk, gpu.pk, shape_id, track, submission.user_id)
+            key = (problem.pk, submission.problem_version, gpu.pk, shape_id, track, submission.user_id)
             best = bests.get(key)
             if best is None or best.beaten_by(score or 0.0, median):
                 bests[key] = Best(score or 0.0, median, submission.created_at, submission.pk, evaluation.pk)
 
 
 def _write_rankings(bests: dict[tuple[Any, ...], Best]) -> int:
-    rows = [RankingEntry(problem_id=problem_id, gpu_type_id=gpu_id, shape_id=shape_id, track=track, user_id=user_id,
-                         submission_id=best.submission_id, evaluation_id=best.evaluation_id, score=best.score,
-                         median_us=best.median_us, submitted_at=best.submitted_at, features_met=None)
-            for (problem_id, gpu_id, shape_id, track, user_id), best in bests.items()]
+    rows = [RankingEntry(problem_id=problem_id, problem_version=version, gpu_type_id=gpu_id, shape_id=shape_id,
+                         track=track, user_id=user_id, submission_id=best.submission_id,
+                         evaluation_id=best.evaluation_id, score=best.score, median_us=best.median_us,
+                         submitted_at=best.submitted_at, features_met=None)
+            for (problem_id, version, gpu_id, shape_id, track, user_id), best in bests.items()]
     RankingEntry.objects.bulk_create(rows, batch_size=BATCH)
     return len(rows)
 

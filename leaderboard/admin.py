@@ -183,9 +183,9 @@ class ShapeResultAdmin(admin.ModelAdmin):
 
 @admin.register(RankingEntry)
 class RankingEntryAdmin(admin.ModelAdmin):
-    list_display = ["problem", "gpu_type", "shape", "track", "user", "score", "median_us", "submitted_at",
-                    "evaluation"]
-    list_filter = ["problem", "gpu_type", "track", ("shape", admin.EmptyFieldListFilter)]
+    list_display = ["problem", "problem_version", "gpu_type", "shape", "track", "user", "score", "median_us",
+                    "submitted_at", "evaluation"]
+    list_filter = ["problem", "problem_version", "gpu_type", "track", ("shape", admin.EmptyFieldListFilter)]
     search_fields = ["user__username", "submission__source_sha256"]
     raw_id_fields = ["user", "submission", "evaluation", "shape"]
     date_hierarchy = "submitted_at"

@@ -1,4 +1,5 @@
-"""Ranking maintenance: each user's best rank-eligible result per (problem, GPU type[, shape], track).
+"""Ranking maintenance: each user's best rank-eligible result per (problem version, GPU type[, shape],
+track).
 
 ``refresh_rankings_for`` runs after an evaluation reaches a terminal status; it only ever
 replaces a row with a strictly better result (a worse later result never displaces a better
@@ -7,6 +8,10 @@ earlier one; on equal figures the earlier submission stays). Every result is off
 ``features`` track too, which therefore holds each user's best *qualifying* result (not their
 best result, if that one misses the features). ``ranking_rows`` reads one track with one
 indexed query (``require_features`` picks the ``features`` track).
+
+A result ranks under the catalogue version its submission was made against: a problem whose
+version changes (a faster baseline, a new tolerance) starts new rankings, and the old version's
+stay as they were, read with ``ranking_rows(..., version=N)``.
 """
 
 from __future__ import annotations
@@ -111,8 +116,8 @@ def _passed_ranked_shape_results(evaluation: Evaluation) -> list[ShapeResult]:
 def _offer(evaluation: Evaluation, track: str, shape: Shape | None, candidate: Candidate) -> bool:
     """Insert or improve the user's row in one track; safe against concurrent site workers."""
     submission = evaluation.submission
-    key = {"problem_id": submission.problem_id, "gpu_type_id": evaluation.gpu_type_id, "shape": shape,
-           "track": track, "user_id": submission.user_id}
+    key = {"problem_id": submission.problem_id, "problem_version": submission.problem_version,
+           "gpu_type_id": evaluation.gpu_type_id, "shape": shape, "track": track, "user_id": submission.user_id}
     values = {"submission": submission, "evaluation": evaluation, "score": candidate.score,
               "median_us": candidate.median_us, "submitted_at": candidate.submitted_at,
               "features_met": evaluation.features_met}
@@ -135,9 +140,11 @@ def _offer(evaluation: Evaluation, track: str, shape: Shape | None, candidate: C
 
 def ranking_rows(
     problem: Problem, gpu_type: GpuType, shape: Shape | None = None, limit: int = 100,
-    require_features: bool = False,
+    require_features: bool = False, version: int | None = None,
 ) -> list[RankingEntry]:
     """The ranking, best first, each row with ``rank`` (1-based) set.
+
+    ``version``: the problem's catalogue version whose ranking to read (default: the current one).
 
     ``require_features``: the ``features`` track, each user's best result among those that meet
     the features the problem requires on this GPU type's target (see ``meets_features``); a user
@@ -149,13 +156,21 @@ def ranking_rows(
     order: tuple[str, ...] = ("-score", "submitted_at") if shape is None else ("median_us", "submitted_at")
     track = RankingTrack.FEATURES if require_features else RankingTrack.ALL
     rows = list(
-        RankingEntry.objects.filter(problem=problem, gpu_type=gpu_type, shape=shape, track=track)
+        RankingEntry.objects.filter(problem=problem, problem_version=version or problem.version, gpu_type=gpu_type,
+                                    shape=shape, track=track)
         .select_related("user")
         .order_by(*order, "id")[:limit]
     )
     for position, row in enumerate(rows, start=1):
         row.rank = position  # type: ignore[attr-defined]
     return rows
+
+
+def ranked_versions(problem: Problem) -> list[int]:
+    """The catalogue versions of this problem that have rankings, newest first (the current version
+    always among them, ranked or not)."""
+    stored = RankingEntry.objects.filter(problem=problem).values_list("problem_version", flat=True).distinct()
+    return sorted({problem.version, *stored}, reverse=True)
 
 
 def requires_features(problem: Problem, gpu_type: GpuType) -> bool:

@@ -180,12 +180,14 @@ def leaderboard(args: argparse.Namespace) -> int:
     gpus = args.gpu or [g["key"] for g in api.get("/api/gpu-types")]
     query = f"?page={args.page}&page_size={args.limit}" + (f"&shape={args.shape}" if args.shape else "")
     query += "&track=features" if args.features else ""
+    query += f"&version={args.problem_version}" if getattr(args, "problem_version", None) else ""
     boards = [api.get(f"/api/leaderboards/{args.problem}/{gpu}{query}") for gpu in gpus]
     if args.json:
         render.as_json(boards)
         return EXIT_OK
     for board in boards:
-        title = f"{board['problem']} on {board['gpu_type']}" + (f", shape {board['shape']}" if board["shape"] else "")
+        title = f"{board['problem']} v{board['version']} on {board['gpu_type']}" + (
+            f", shape {board['shape']}" if board["shape"] else "")
         print(f"{title} ({board['count']} ranked, track {board['track']})")
         render.table(["rank", "user", "agent", "submission", "score", "median_us", "language"],
                      [(r["rank"], r["user"], (r["agent"] or {}).get("name"), r["submission_id"], r["score"],

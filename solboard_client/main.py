@@ -61,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     board.add_argument("--gpu", action="append", help="default: every GPU type")
     board.add_argument("--shape", help="a shape's ranking (by time) instead of the overall one (by score)")
     board.add_argument("--features", action="store_true", help="only results that use the required features")
+    board.add_argument("--problem-version", type=int, help="an earlier catalogue version's ranking (default: current)")
     board.add_argument("--page", type=int, default=1)
     board.add_argument("--limit", type=int, default=20)
     _kernel_options(sub.add_parser("check", parents=[common], help="dry run: every upload check, nothing saved"))

@@ -294,6 +294,8 @@ class LeaderboardRowSerializer(serializers.Serializer):
 
 class LeaderboardSerializer(serializers.Serializer):
     problem = serializers.CharField()
+    version = serializers.IntegerField(help_text="The problem's catalogue version this ranking is of.")
+    current_version = serializers.IntegerField(help_text="The problem's current catalogue version.")
     gpu_type = serializers.CharField()
     shape = serializers.CharField(allow_null=True)
     track = serializers.CharField()

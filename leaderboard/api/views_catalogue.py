@@ -102,8 +102,13 @@ TRACK = OpenApiParameter("track", str, enum=RankingTrack.values, required=False,
                          description="all (default) or features: only results that use the required features.")
 
 
+VERSION = OpenApiParameter("version", int, required=False,
+                          description="The problem's catalogue version (default: the current one). Each version "
+                                      "ranks apart: a new version may time a faster baseline.")
+
+
 class LeaderboardView(PublicView):
-    @extend_schema(parameters=[OpenApiParameter("shape", str, required=False), TRACK,
+    @extend_schema(parameters=[OpenApiParameter("shape", str, required=False), TRACK, VERSION,
                                PAGE, PAGE_SIZE],
                    responses={200: s.LeaderboardSerializer, **ERRORS},
                    summary="Ranking of witnessed, rank-eligible results (overall by score, per shape by time)")
@@ -116,17 +121,29 @@ class LeaderboardView(PublicView):
         track = request.query_params.get("track", RankingTrack.ALL)
         if track not in RankingTrack.values:
             raise ApiError("invalid", f"track must be one of {', '.join(RankingTrack.values)}", "track")
+        version = self._version(request, problem)
         page, size = page_bounds(request)
         order = ("-score", "submitted_at", "id") if shape is None else ("median_us", "submitted_at", "id")
-        rows = RankingEntry.objects.filter(problem=problem, gpu_type=gpu_type, shape=shape, track=track)
+        rows = RankingEntry.objects.filter(problem=problem, problem_version=version, gpu_type=gpu_type, shape=shape,
+                                           track=track)
         start = (page - 1) * size
         chosen = rows.select_related("user", "submission__origin").order_by(*order)[start:start + size]
         return Response({
-            "problem": problem.name, "gpu_type": gpu_type.key, "shape": shape.shape_id if shape else None,
+            "problem": problem.name, "version": version, "current_version": problem.version,
+            "gpu_type": gpu_type.key, "shape": shape.shape_id if shape else None,
             "track": track, "order": "score" if shape is None else "median_us", "count": rows.count(),
             "page": page, "page_size": size,
             "results": [self._row(start + position, row) for position, row in enumerate(chosen, start=1)],
         })
+
+    @staticmethod
+    def _version(request: Request, problem: Problem) -> int:
+        raw = request.query_params.get("version")
+        if raw is None or raw == "":
+            return problem.version
+        if not (raw.isascii() and raw.isdigit() and len(raw) <= 9) or not 1 <= int(raw) <= problem.version:
+            raise ApiError("invalid", f"version must be an integer from 1 to {problem.version}", "version")
+        return int(raw)
 
     @staticmethod
     def _shape(request: Request, problem: Problem) -> Shape | None:

@@ -18,15 +18,22 @@ class RankingTrack(models.TextChoices):
 
 
 class RankingEntry(models.Model):
-    """A user's best rank-eligible result per (problem, GPU type, track) — or per shape when ``shape`` is set.
+    """A user's best rank-eligible result per (problem version, GPU type, track) — or per shape when
+    ``shape`` is set.
 
     Whole-problem rows order by score (geomean S, higher first); per-shape rows by median time.
     Ties go to the earlier submission. The baseline's reference row is computed by pages, not stored.
     The ``features`` track is kept apart from ``all`` so that a user whose best result misses the
     required features still appears there with their best result that meets them.
+
+    Each catalogue version of a problem has rankings of its own (``problem_version``, the version the
+    submission was made against): a new version may change what S is measured against (a faster
+    baseline, a tolerance), so its scores never mix with the old ones. Pages and the API show the
+    current version's by default and an older one's on request; nothing is deleted.
     """
 
     problem = models.ForeignKey("leaderboard.Problem", on_delete=models.CASCADE, related_name="ranking_entries")
+    problem_version = models.PositiveIntegerField(help_text="The submission's catalogue version.")
     gpu_type = models.ForeignKey("leaderboard.GpuType", on_delete=models.CASCADE, related_name="ranking_entries")
     shape = models.ForeignKey(
         "leaderboard.Shape", on_delete=models.CASCADE, null=True, blank=True, related_name="ranking_entries"
@@ -44,12 +51,12 @@ class RankingEntry(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["problem", "gpu_type", "track", "user"],
+                fields=["problem", "problem_version", "gpu_type", "track", "user"],
                 condition=models.Q(shape__isnull=True),
                 name="ranking_one_problem_row_per_user",
             ),
             models.UniqueConstraint(
-                fields=["problem", "gpu_type", "shape", "track", "user"],
+                fields=["problem", "problem_version", "gpu_type", "shape", "track", "user"],
                 condition=models.Q(shape__isnull=False),
                 name="ranking_one_shape_row_per_user",
             ),
@@ -57,14 +64,17 @@ class RankingEntry(models.Model):
         ]
         indexes = [
             models.Index(
-                fields=["problem", "gpu_type", "shape", "track", "-score", "submitted_at"], name="ranking_by_score_idx"
+                fields=["problem", "problem_version", "gpu_type", "shape", "track", "-score", "submitted_at"],
+                name="ranking_by_score_idx",
             ),
             models.Index(
-                fields=["problem", "gpu_type", "shape", "track", "median_us", "submitted_at"], name="ranking_by_time_idx"
+                fields=["problem", "problem_version", "gpu_type", "shape", "track", "median_us", "submitted_at"],
+                name="ranking_by_time_idx",
             ),
         ]
 
     def __str__(self) -> str:
-        where = f"{self.problem_id}/{self.gpu_type_id}" + (f"/{self.shape_id}" if self.shape_id else "")
+        where = f"{self.problem_id}v{self.problem_version}/{self.gpu_type_id}" + (
+            f"/{self.shape_id}" if self.shape_id else "")
         where += f" [{self.track}]"
         return f"{where}: user {self.user_id} {self.score:.4f}"

@@ -4,6 +4,9 @@ above, the baseline as a reference row, one board per shape, and the provisional
 Every board is a fixed number of queries whatever its length (tests/leaderboard/test_web_queries.py counts
 them): the ranking rows (one indexed query, ``leaderboard.rankings``), then one query for the
 per-shape figures of every row shown.
+
+Every board shows one catalogue version of the problem (``version``; default the current one): each
+version ranks apart (``leaderboard.models.RankingEntry``).
 """
 
 from __future__ import annotations
@@ -88,8 +91,16 @@ def geomean(values: Iterable[float | None]) -> float | None:
     return math.exp(sum(math.log(value) for value in items if value is not None) / len(items))
 
 
-def board_shapes(problem: Problem, gpu: GpuType) -> list[Shape]:
-    """The shapes a score is made of here: ranked shapes on a GPU, the ``cpu`` shapes on the CPU."""
+def board_shapes(problem: Problem, gpu: GpuType, version: int | None = None) -> list[Shape]:
+    """The shapes a score is made of here: ranked shapes on a GPU, the ``cpu`` shapes on the CPU.
+
+    An older ``version``'s: the shapes its per-shape rankings hold here (the catalogue keeps only
+    the current version's flags; a shape the new version dropped is kept, inactive, while results
+    point at it)."""
+    if version is not None and version != problem.version:
+        ranked = set(RankingEntry.objects.filter(problem=problem, problem_version=version, gpu_type=gpu,
+                                                 shape__isnull=False).values_list("shape_id", flat=True))
+        return [shape for shape in problem.shapes.all() if shape.pk in ranked]
     wanted = {"cpu": True} if gpu.development_device else {"ranked": True}
     return [shape for shape in problem.shapes.all() if shape.active and all(
         getattr(shape, name) == value for name, value in wanted.items())]
@@ -116,11 +127,12 @@ def baseline_times(figures: dict[int, list[ShapeFigures]]) -> dict[int, float]:
     return {shape_id: statistics.median(values) for shape_id, values in times.items()}
 
 
-def problem_board(problem: Problem, gpu: GpuType, require_features: bool = False, limit: int = 100) -> Board:
+def problem_board(problem: Problem, gpu: GpuType, require_features: bool = False, limit: int = 100,
+                  version: int | None = None) -> Board:
     """The whole-problem ranking of one GPU type (by score), with the baseline row placed by S = 0.5."""
-    entries = ranking_rows(problem, gpu, None, limit, require_features)
+    entries = ranking_rows(problem, gpu, None, limit, require_features, version)
     figures = shape_figures(entry.evaluation_id for entry in entries)
-    shapes = board_shapes(problem, gpu)
+    shapes = board_shapes(problem, gpu, version)
     ids = {shape.pk for shape in shapes}
     agents = agents_of(entry.submission_id for entry in entries)
     rows = [_problem_row(entry, [f for f in figures.get(entry.evaluation_id, []) if f.shape_id in ids],
@@ -166,12 +178,13 @@ def _with_gaps(rows: list[BoardRow]) -> list[BoardRow]:
 
 
 def shape_boards(problem: Problem, gpu: GpuType, require_features: bool = False,
-                 per_shape: int = SHAPE_BOARD_ROWS) -> list[Board]:
+                 per_shape: int = SHAPE_BOARD_ROWS, version: int | None = None) -> list[Board]:
     """The top rows of every shape's ranking (by median time): two queries for all shapes."""
-    shapes = board_shapes(problem, gpu)
+    shapes = board_shapes(problem, gpu, version)
     track = RankingTrack.FEATURES if require_features else RankingTrack.ALL
     entries = list(
-        RankingEntry.objects.filter(problem=problem, gpu_type=gpu, track=track, shape__in=shapes)
+        RankingEntry.objects.filter(problem=problem, problem_version=version or problem.version, gpu_type=gpu,
+                                    track=track, shape__in=shapes)
         .annotate(position=Window(RowNumber(), partition_by=[F("shape_id")],
                                   order_by=[F("median_us").asc(), F("submitted_at").asc(), F("id").asc()]))
         .filter(position__lte=per_shape).select_related("user").order_by("shape_id", "position")
@@ -213,19 +226,21 @@ class ProvisionalRow:
     agent: str = ""
 
 
-def provisional_rows(problem: Problem, gpu: GpuType, limit: int = PROVISIONAL_ROWS) -> list[ProvisionalRow]:
+def provisional_rows(problem: Problem, gpu: GpuType, limit: int = PROVISIONAL_ROWS,
+                     version: int | None = None) -> list[ProvisionalRow]:
     """Passed ranked results whose timing no witness has confirmed yet: shown, never ranked.
 
     A flagged or withdrawn result is not provisional (see the integrity log); neither is a
     rank-eligible one (it is on the board)."""
     evaluations = list(
-        Evaluation.objects.filter(submission__problem=problem, gpu_type=gpu, mode=Mode.RANKED,
-                                  status=EvaluationStatus.PASSED, rank_eligible=False, withdrawal__isnull=True)
+        Evaluation.objects.filter(submission__problem=problem, submission__problem_version=version or problem.version,
+                                  gpu_type=gpu, mode=Mode.RANKED, status=EvaluationStatus.PASSED,
+                                  rank_eligible=False, withdrawal__isnull=True)
         .select_related("submission__user").defer("report", "log", "submission__source")
         .order_by("-finished_at", "-id")[: limit * 3]
     )
     unflagged = [evaluation for evaluation in evaluations if not evaluation.flags][:limit]
-    ids = {shape.pk for shape in board_shapes(problem, gpu)}
+    ids = {shape.pk for shape in board_shapes(problem, gpu, version)}
     figures = shape_figures(evaluation.pk for evaluation in unflagged)
     agents = agents_of(evaluation.submission_id for evaluation in unflagged)
     return [ProvisionalRow(evaluation, _provisional_score(evaluation, figures, ids),

@@ -20,22 +20,25 @@ from leaderboard.web.charts import Chart, ScorePoint, history_chart
 ORDER = (F("submission__created_at").asc(), F("id").asc())
 
 
-def ranked_results(problem: Problem, gpu: GpuType) -> QuerySet[Evaluation]:
-    return Evaluation.objects.filter(submission__problem=problem, gpu_type=gpu, mode=Mode.RANKED,
-                                     status=EvaluationStatus.PASSED, rank_eligible=True, score__isnull=False)
+def ranked_results(problem: Problem, gpu: GpuType, version: int | None = None) -> QuerySet[Evaluation]:
+    """Rank-eligible results of one catalogue version (default: the current one)."""
+    return Evaluation.objects.filter(submission__problem=problem, submission__problem_version=version or problem.version,
+                                     gpu_type=gpu, mode=Mode.RANKED, status=EvaluationStatus.PASSED,
+                                     rank_eligible=True, score__isnull=False)
 
 
-def records(problem: Problem, gpu: GpuType) -> list[ScorePoint]:
+def records(problem: Problem, gpu: GpuType, version: int | None = None) -> list[ScorePoint]:
     """Each result that beat every earlier one (by submission time), oldest first."""
     earlier_best = Window(Max("score"), order_by=ORDER, frame=RowRange(start=None, end=-1))
-    rows = (ranked_results(problem, gpu).annotate(earlier_best=earlier_best)
+    rows = (ranked_results(problem, gpu, version).annotate(earlier_best=earlier_best)
             .filter(Q(earlier_best__isnull=True) | Q(score__gt=F("earlier_best")))
             .order_by(*ORDER).values_list("submission__created_at", "score", "submission__user__username"))
     return [ScorePoint(at, score, user) for at, score, user in rows]
 
 
-def trends(problem: Problem, gpu: GpuType, usernames: Sequence[str]) -> dict[str, list[ScorePoint]]:
-    rows = (ranked_results(problem, gpu).filter(submission__user__username__in=list(usernames))
+def trends(problem: Problem, gpu: GpuType, usernames: Sequence[str],
+           version: int | None = None) -> dict[str, list[ScorePoint]]:
+    rows = (ranked_results(problem, gpu, version).filter(submission__user__username__in=list(usernames))
             .order_by(*ORDER).values_list("submission__created_at", "score", "submission__user__username"))
     by_user: dict[str, list[ScorePoint]] = defaultdict(list)
     for at, score, user in rows:
@@ -43,6 +46,7 @@ def trends(problem: Problem, gpu: GpuType, usernames: Sequence[str]) -> dict[str
     return {user: by_user[user] for user in usernames if user in by_user}
 
 
-def score_history(problem: Problem, gpu: GpuType, leaders: Sequence[str], now: datetime) -> tuple[Chart | None, list[ScorePoint]]:
-    found = records(problem, gpu)
-    return history_chart(found, trends(problem, gpu, leaders), now), found
+def score_history(problem: Problem, gpu: GpuType, leaders: Sequence[str], now: datetime,
+                  version: int | None = None) -> tuple[Chart | None, list[ScorePoint]]:
+    found = records(problem, gpu, version)
+    return history_chart(found, trends(problem, gpu, leaders, version), now), found

@@ -49,7 +49,7 @@ from leaderboard.middleware import HybridMiddleware
 from leaderboard.web.cache import KEEP_SECONDS, data_version, shared_cache, version_keys
 
 #: Pages cached whole for anonymous visitors: URL name -> the query parameters the page reads.
-CACHEABLE: dict[str, tuple[str, ...]] = {"home": (), "problem": ("gpu", "features")}
+CACHEABLE: dict[str, tuple[str, ...]] = {"home": (), "problem": ("gpu", "features", "version")}
 #: Pages that change only with the events that replace their data version (results, withdrawals,
 #: catalogue syncs) are rebuilt after SOLBOARD_WEB_PAGE_SECONDS at the latest (the record chart's
 #: edge at "now" drifts); the others (the home page's queue depths) after SOLBOARD_WEB_CACHE_SECONDS.

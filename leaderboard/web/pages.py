@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Count, IntegerField, Max, OuterRef, Prefetch, Q, Subquery
+from django.db.models import Count, F, IntegerField, Max, OuterRef, Prefetch, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
@@ -29,14 +29,16 @@ INTEGRITY_ROWS = 100
 
 
 def best_per_problem_and_gpu() -> dict[tuple[int, int], RankingEntry]:
-    """The current leader of every (problem, GPU type) whole-problem ranking: two queries."""
-    best = (RankingEntry.objects.filter(shape__isnull=True, track=RankingTrack.ALL)
+    """The current leader of every (problem, GPU type) whole-problem ranking of the problem's current
+    catalogue version: two queries."""
+    current = RankingEntry.objects.filter(problem_version=F("problem__version"))
+    best = (current.filter(shape__isnull=True, track=RankingTrack.ALL)
             .values_list("problem_id", "gpu_type_id").annotate(top=Max("score")))
     condition = Q(pk__in=[])
     for problem_id, gpu_type_id, top in best:
         condition |= Q(problem_id=problem_id, gpu_type_id=gpu_type_id, score=top)
     leaders: dict[tuple[int, int], RankingEntry] = {}
-    entries = (RankingEntry.objects.filter(condition, shape__isnull=True, track=RankingTrack.ALL)
+    entries = (current.filter(condition, shape__isnull=True, track=RankingTrack.ALL)
                .select_related("user", "problem", "gpu_type").order_by("submitted_at", "id"))
     for entry in entries:
         leaders.setdefault((entry.problem_id, entry.gpu_type_id), entry)  # ties: the earlier one leads
@@ -63,14 +65,15 @@ def home(request: HttpRequest) -> HttpResponse:
 
 def best_ranks(user: Any) -> list[RankingEntry]:
     """The user's whole-problem rows, each with ``rank`` (1 + rows with a better score or an equal
-    score submitted earlier), in one query."""
-    ahead = (RankingEntry.objects.filter(problem=OuterRef("problem"), gpu_type=OuterRef("gpu_type"),
-                                         shape__isnull=True, track=RankingTrack.ALL)
+    score submitted earlier, in the same catalogue version's ranking), in one query; rows of older
+    versions of a problem too (the page marks them)."""
+    ahead = (RankingEntry.objects.filter(problem=OuterRef("problem"), problem_version=OuterRef("problem_version"),
+                                         gpu_type=OuterRef("gpu_type"), shape__isnull=True, track=RankingTrack.ALL)
              .filter(Q(score__gt=OuterRef("score")) | Q(score=OuterRef("score"), submitted_at__lt=OuterRef("submitted_at")))
              .order_by().values("problem").annotate(n=Count("pk")).values("n"))
     return list(RankingEntry.objects.filter(user=user, shape__isnull=True, track=RankingTrack.ALL)
                 .annotate(rank=Coalesce(Subquery(ahead, output_field=IntegerField()), 0) + 1)
-                .select_related("problem", "gpu_type").order_by("rank", "problem__name"))
+                .select_related("problem", "gpu_type").order_by("rank", "problem__name", "-problem_version"))
 
 
 @require_GET

@@ -96,18 +96,23 @@ def test_it_refuses_a_duplicate_shape_result(evaluation: Evaluation) -> None:
 def test_it_keeps_one_ranking_row_per_user_for_the_problem_and_one_per_shape(evaluation: Evaluation) -> None:
     sub = evaluation.submission
     common = {"problem": sub.problem, "gpu_type": evaluation.gpu_type, "user": sub.user, "submission": sub,
-              "evaluation": evaluation, "submitted_at": sub.created_at}
+              "evaluation": evaluation, "submitted_at": sub.created_at, "problem_version": sub.problem_version}
     shape = sub.problem.shapes.first()
     RankingEntry.objects.create(shape=None, score=0.6, **common)
     RankingEntry.objects.create(shape=shape, score=0.6, median_us=10.0, **common)
     refused(RankingEntry.objects.create, shape=None, score=0.7, **common)
     refused(RankingEntry.objects.create, shape=shape, score=0.7, median_us=9.0, **common)
+    # Each catalogue version of the problem ranks apart: one row per user in each.
+    other = {**common, "problem_version": sub.problem_version + 1}
+    RankingEntry.objects.create(shape=None, score=0.7, **other)
+    RankingEntry.objects.create(shape=shape, score=0.7, median_us=9.0, **other)
 
 
 def test_it_keeps_one_ranking_row_per_user_in_each_track(evaluation: Evaluation) -> None:
     sub = evaluation.submission
     common = {"problem": sub.problem, "gpu_type": evaluation.gpu_type, "user": sub.user, "submission": sub,
-              "evaluation": evaluation, "submitted_at": sub.created_at, "shape": None}
+              "evaluation": evaluation, "submitted_at": sub.created_at, "shape": None,
+              "problem_version": sub.problem_version}
     RankingEntry.objects.create(track="all", score=0.6, **common)
     RankingEntry.objects.create(track="features", score=0.5, **common)
     refused(RankingEntry.objects.create, track="features", score=0.4, **common)

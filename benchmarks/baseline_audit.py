@@ -1,0 +1,317 @@
+"""The baseline audit (issue 16): each changed baseline timed against the one it replaced, and the
+alternatives that were considered but not adopted, on every ranked shape. GPU for figures; the CPU
+runs a smoke test.
+
+    SOLBOARD_COMMIT=<sha> python3 benchmarks/baseline_audit.py --out audit.json
+        [--problems softmax,...] [--no-candidates] [--quick] [--device cuda|cpu]
+
+For each (problem, shape, variant): the median time of one call (``triton.testing.do_bench`` with
+``return_mode="median"`` where Triton is installed, else CUDA events around single calls after a
+warm-up; on the CPU, wall-clock), warm L2 (do_bench's own cache clearing aside: the figures compare
+formulations, they are not the harness's cold-L2 measurement), and the worst margin per output of
+the variant's result against the fp64 reference under the problem's tolerance (< 1: every element
+passes) for every distribution at seed 1, with the fraction of matching elements.
+
+Variants:
+
+- ``old``: the baseline of the previous version, as it was (kept here, not in the catalogue: the
+  catalogue holds the current version only).
+- ``new``: the catalogue's ``baseline`` (the current version).
+- ``candidate:<name>`` (unless ``--no-candidates``): a formulation considered for a baseline and not
+  adopted, with the reason in ``CANDIDATES``. A candidate that fails to run (an op missing from this
+  torch, a backend refused for these inputs) is recorded with its error, never fatal.
+
+``--quick``: the CPU shapes on the CPU, the quick shapes on a GPU, and few repetitions. Needs torch
+(Triton optional); no Django, no network. The machine gets no .git: pass the commit in
+SOLBOARD_COMMIT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import torch
+
+from evaluator.problems import Problem, Shape, get_problem
+
+Baseline = Callable[..., None]
+
+
+# --- The baselines that were replaced, as their version had them ------------------------------------
+
+
+def softmax_v1(x: torch.Tensor, y: torch.Tensor) -> None:
+    """softmax version 1: an fp32 result, then a second kernel rounds it into y."""
+    y.copy_(torch.softmax(x, dim=-1, dtype=torch.float32))
+
+
+#: problem -> (the version whose baseline was replaced, that baseline).
+CHANGED: dict[str, tuple[int, Baseline]] = {
+    "softmax": (1, softmax_v1),
+}
+
+
+# --- Candidates considered and not adopted --------------------------------------------------------
+
+
+def attention_fwd_cudnn(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor, LSE: torch.Tensor, *, causal: int
+) -> None:
+    """SDPA's cuDNN backend, which also returns the log-sum-exp (compute_log_sumexp=True)."""
+    result = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, bool(causal), False)
+    O.copy_(result[0])
+    LSE.copy_(result[1].reshape(LSE.shape))
+
+
+def attention_fwd_sdpa_default(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor, LSE: torch.Tensor, *, causal: int
+) -> None:
+    """F.scaled_dot_product_attention as dispatched by default: O only (the public op returns no
+    LSE, so LSE is left as the harness poisoned it and its margin is meaningless). Timed to see
+    which backend a plain call gets and how fast it is."""
+    O.copy_(torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=bool(causal)))
+
+
+def attention_bwd_cudnn(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, dO: torch.Tensor, lse: torch.Tensor,
+    dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor, *, causal: int,
+) -> None:
+    """SDPA's cuDNN backward fed the given o and lse (the forward runs once per shape, untimed, for
+    the bookkeeping tensors cuDNN's backward takes: dropout RNG state, sequence lengths)."""
+    key = (q.data_ptr(), q.shape, bool(causal))
+    state = _CUDNN_FORWARD_STATE.get(key)
+    if state is None:
+        _CUDNN_FORWARD_STATE.clear()
+        result = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, bool(causal), False)
+        state = _CUDNN_FORWARD_STATE[key] = result
+    _out, stats, cum_q, cum_k, max_q, max_k, seed, offset, _debug = state
+    grads = torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
+        dO, q, k, v, o, lse.reshape(stats.shape), seed, offset, None, cum_q, cum_k, max_q, max_k, 0.0, bool(causal)
+    )
+    for target, grad in zip((dq, dk, dv), grads, strict=True):
+        target.copy_(grad)
+
+
+_CUDNN_FORWARD_STATE: dict[Any, Any] = {}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    run: Baseline
+    why_not: str
+    cuda_only: bool = True
+
+
+CANDIDATES: dict[str, list[Candidate]] = {
+    "attention_fwd": [
+        Candidate("cudnn", attention_fwd_cudnn,
+                  "kept FlashAttention-2 (the flash backend): cuDNN's attention is SDPA's other fused backend; "
+                  "whether it is faster on the H200 and passes the tolerance under `outliers` is what this "
+                  "measures"),
+        Candidate("sdpa_default", attention_fwd_sdpa_default,
+                  "no LSE: not a baseline, timed to see what a plain F.scaled_dot_product_attention call gets"),
+    ],
+    "attention_bwd": [
+        Candidate("cudnn", attention_bwd_cudnn, "as attention_fwd's cuDNN candidate"),
+    ],
+}
+
+
+# --- Measuring ------------------------------------------------------------------------------------
+
+
+def _timer(device: str, quick: bool) -> Callable[[Callable[[], None]], float]:
+    """Median microseconds of one call of ``fn``."""
+    if device == "cuda":
+        try:
+            from triton.testing import do_bench
+        except ImportError:
+            do_bench = None
+        if do_bench is not None:
+            def triton_us(fn: Callable[[], None]) -> float:
+                return float(do_bench(fn, warmup=5 if quick else 25, rep=20 if quick else 100,
+                                      return_mode="median")) * 1e3
+            return triton_us
+
+        def events_us(fn: Callable[[], None]) -> float:
+            for _ in range(3):
+                fn()
+            times = []
+            for _ in range(5 if quick else 30):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                torch.cuda.synchronize()
+                times.append(start.elapsed_time(end) * 1e3)
+            return statistics.median(times)
+        return events_us
+
+    def wall_us(fn: Callable[[], None]) -> float:
+        fn()
+        times = []
+        for _ in range(3 if quick else 10):
+            start = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - start) * 1e6)
+        return statistics.median(times)
+    return wall_us
+
+
+def _poisoned_outputs(problem: Problem, shape: Shape, device: str) -> dict[str, torch.Tensor]:
+    return {spec.name: torch.full(spec.concrete_shape(shape.axes), float("nan"), dtype=getattr(torch, spec.dtype),
+                                  device=device) for spec in problem.outputs}
+
+
+def _margins(problem: Problem, outputs: dict[str, torch.Tensor], reference: dict[str, torch.Tensor]) -> dict[str, Any]:
+    result = {}
+    for name, ref in reference.items():
+        ref = ref.double()
+        out = outputs[name].double()
+        allowed = problem.tolerance_for(name).allowed_error(ref)
+        error = (out - ref).abs()
+        ok = torch.isfinite(out) & (error <= allowed)
+        result[name] = {"margin": round(float((error / allowed).max()), 4), "matched": float(ok.double().mean()),
+                        "required": problem.tolerance_for(name).matched_ratio}
+    return result
+
+
+def _call(run: Baseline, args: tuple[torch.Tensor, ...], kwargs: dict[str, int]) -> Callable[[], None]:
+    return lambda: run(*args, **kwargs)
+
+
+def measure_shape(problem: Problem, shape: Shape, variants: dict[str, Baseline], device: str,
+                  timer: Callable[[Callable[[], None]], float]) -> list[dict[str, Any]]:
+    module = problem.reference_module()
+    kwargs = problem.call_kwargs(shape.axes)
+    rows: list[dict[str, Any]] = []
+    for variant, run in variants.items():
+        row: dict[str, Any] = {"problem": problem.name, "version": problem.version, "shape": shape.shape_id,
+                               "variant": variant, "margins": {}}
+        try:
+            for distribution in problem.distributions:
+                inputs = module.generate_inputs(shape.axes, 1, device, distribution)
+                outputs = _poisoned_outputs(problem, shape, device)
+                args = (*inputs.values(), *outputs.values())
+                run(*args, **kwargs)
+                row["margins"][distribution] = _margins(problem, outputs, module.reference(inputs, shape.axes))
+                if distribution == problem.distributions[0]:
+                    row["median_us"] = round(timer(_call(run, args, kwargs)), 3)
+                del inputs, outputs, args
+        except Exception as error:  # noqa: BLE001 - a variant this torch or GPU cannot run: recorded
+            row["error"] = f"{type(error).__name__}: {error}"[:500]
+        finally:
+            _CUDNN_FORWARD_STATE.clear()
+            if device == "cuda":
+                torch.cuda.empty_cache()
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def variants_for(name: str, device: str, candidates: bool) -> dict[str, Baseline]:
+    problem = get_problem(name)
+    variants: dict[str, Baseline] = {}
+    if name in CHANGED:
+        variants["old"] = CHANGED[name][1]
+    variants["new" if name in CHANGED else "current"] = problem.reference_module().baseline
+    if candidates:
+        for candidate in CANDIDATES.get(name, []):
+            if device == "cuda" or not candidate.cuda_only:
+                variants[f"candidate:{candidate.name}"] = candidate.run
+    return variants
+
+
+def shapes_for(problem: Problem, device: str, quick: bool) -> tuple[Shape, ...]:
+    if device == "cpu":
+        return problem.select_shapes("all", "cpu")
+    return problem.select_shapes("quick" if quick else "ranked", device)
+
+
+def speedups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (problem, shape): old / new and current / candidate time ratios (> 1: the second is faster)."""
+    by_shape: dict[tuple[str, str], dict[str, float]] = {}
+    for row in rows:
+        if "median_us" in row:
+            by_shape.setdefault((row["problem"], row["shape"]), {})[row["variant"]] = row["median_us"]
+    summary = []
+    for (problem, shape), times in by_shape.items():
+        base = times.get("old", times.get("current"))
+        for variant, us in times.items():
+            if variant not in ("old", "current") and base:
+                summary.append({"problem": problem, "shape": shape, "versus": "old" if "old" in times else "current",
+                                "variant": variant, "ratio": round(base / us, 3)})
+    return summary
+
+
+def provenance(device: str) -> dict[str, Any]:
+    facts: dict[str, Any] = {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                             "commit": os.environ.get("SOLBOARD_COMMIT", "unknown"), "python": platform.python_version(),
+                             "torch": torch.__version__, "device": device}
+    try:
+        import triton
+
+        facts["triton"] = triton.__version__
+    except ImportError:
+        facts["triton"] = None
+    if device == "cuda":
+        facts.update(gpu=torch.cuda.get_device_name(), cuda=torch.version.cuda,
+                     cudnn=torch.backends.cudnn.version())
+    return facts
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cuda", "cpu"])
+    parser.add_argument("--problems", default="", help="comma-separated; default: the changed ones and those with "
+                                                       "candidates")
+    parser.add_argument("--no-candidates", action="store_true", help="only old against new")
+    parser.add_argument("--quick", action="store_true", help="CPU shapes on the CPU, quick shapes on a GPU")
+    parser.add_argument("--out", type=Path, help="JSON file (default: print only)")
+    args = parser.parse_args(argv)
+    names = [n for n in args.problems.split(",") if n] or sorted(
+        set(CHANGED) | (set() if args.no_candidates else set(CANDIDATES)))
+    timer = _timer(args.device, args.quick)
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        problem = get_problem(name)
+        variants = variants_for(name, args.device, not args.no_candidates)
+        for shape in shapes_for(problem, args.device, args.quick):
+            rows.extend(measure_shape(problem, shape, variants, args.device, timer))
+    result = {
+        "provenance": provenance(args.device),
+        "timer": "triton do_bench median" if args.device == "cuda" and "triton" in timer.__name__ else timer.__name__,
+        "changed": {name: {"replaced_version": version, "now": get_problem(name).version}
+                    for name, (version, _) in CHANGED.items()},
+        "candidates": {name: [{"name": c.name, "why_not": c.why_not} for c in items]
+                       for name, items in CANDIDATES.items()},
+        "rows": rows,
+        "speedups": speedups(rows),
+    }
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+    failed = [row for row in rows if not row["variant"].startswith("candidate:") and (
+        "error" in row or any(o["matched"] < o["required"] for d in row["margins"].values() for o in d.values()))]
+    for row in failed:
+        print(f"FAILED: {row['problem']} {row['shape']} {row['variant']}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""The baseline audit (issue 16) on the CPU: benchmarks/baseline_audit.py runs its smoke test, and
+every replaced baseline is a faster formulation of the same arithmetic, not a different answer.
+
+The timings need a GPU (benchmarks/results/baseline_audit.md says which are still to be measured).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+from evaluator.problems import get_problem
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "baseline_audit.py"
+
+
+def audit() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("baseline_audit", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_changed_problem_is_a_newer_version_than_the_baseline_it_replaced() -> None:
+    for name, (replaced, _) in audit().CHANGED.items():
+        assert get_problem(name).version > replaced, name
+
+
+def test_the_new_baselines_give_the_old_ones_results_on_the_cpu_shapes() -> None:
+    """Same arithmetic (fp32 inside, one rounding of the output): only where vector widths split a
+    row differently may an element differ, by one ulp."""
+    for name, (_, old) in audit().CHANGED.items():
+        problem = get_problem(name)
+        module = problem.reference_module()
+        for shape in problem.select_shapes("all", "cpu"):
+            for distribution in problem.distributions:
+                inputs = module.generate_inputs(shape.axes, 1, "cpu", distribution)
+                outputs = {}
+                for label, run in (("old", old), ("new", module.baseline)):
+                    result = [torch.full(spec.concrete_shape(shape.axes), float("nan"),
+                                         dtype=getattr(torch, spec.dtype)) for spec in problem.outputs]
+                    run(*inputs.values(), *result, **problem.call_kwargs(shape.axes))
+                    outputs[label] = result
+                for old_out, new_out in zip(outputs["old"], outputs["new"], strict=True):
+                    assert torch.equal(old_out, new_out), (name, shape.shape_id, distribution)
+
+
+def test_the_audit_script_runs_its_cpu_smoke_test(tmp_path: Path) -> None:
+    out = tmp_path / "audit.json"
+    assert audit().main(["--device", "cpu", "--quick", "--problems", "softmax,attention_fwd", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    variants = {(row["problem"], row["variant"]) for row in result["rows"]}
+    # CUDA-only candidates (cuDNN attention) are left out on the CPU; the baselines all ran.
+    assert variants == {("softmax", "old"), ("softmax", "new"), ("attention_fwd", "current")}
+    assert all("error" not in row and row["median_us"] > 0 for row in result["rows"])
+    softmax = [row for row in result["rows"] if row["problem"] == "softmax"]
+    assert all(o["margin"] < 0.5 for row in softmax for d in row["margins"].values() for o in d.values())
+    assert result["changed"]["softmax"] == {"replaced_version": 1, "now": get_problem("softmax").version}

@@ -28,6 +28,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("calibrate", "evaluator.commands.calibrate_cmd"),
     ("schema", "evaluator.commands.schema_cmd"),
     ("check-ptx", "evaluator.commands.check_ptx_cmd"),
+    ("import-problems", "evaluator.commands.import_cmd"),
 ]
 
 

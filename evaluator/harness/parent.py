@@ -34,6 +34,8 @@ PASSED_ENV = (
     "NCCL_NVLS_ENABLE",
     "TORCH_SYMM_MEM_DISABLE_MULTICAST",
     "NVSHMEM_DISABLE_NVLS",
+    # The folder of imported problems, so the child finds the problem the judge loaded (docs/importing.md).
+    "SOLBOARD_IMPORTED_PROBLEMS",
 )
 
 

@@ -17,7 +17,11 @@ This module never imports torch: the web reads the catalogue through it.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.util
+import os
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from functools import cache
@@ -28,6 +32,8 @@ from typing import Any, Literal
 from evaluator.vocabulary import LANGUAGES
 
 CATALOGUE_DIR = Path(__file__).resolve().parent
+#: The environment variable that moves the folder of imported problems (``imported_dir``).
+IMPORTED_DIR_ENV = "SOLBOARD_IMPORTED_PROBLEMS"
 
 #: The axis a multi-GPU problem's shapes and counts read the number of ranks from. It is not part of
 #: a shape (shape ids stay the same at every world size): the harness adds it (``Problem.axes_at``).
@@ -115,17 +121,23 @@ class TensorSpec:
 
 
 def _dim_size(dim: str | int, axes: dict[str, int]) -> int:
-    """A literal size, an axis name, ``AXIS+n`` / ``AXIS-n`` (e.g. ``G+1`` group offsets), or
-    ``AXIS/AXIS`` (a multi-GPU problem's per-rank share, ``M/world_size``: it must divide exactly)."""
+    """A literal size, an axis name, ``AXIS+n`` / ``AXIS-n`` (e.g. ``G+1`` group offsets),
+    ``n*AXIS`` (``2*I``: two halves side by side), ``AXIS*AXIS`` (``T*K``: one row per token and
+    choice), ``AXIS/AXIS`` (a multi-GPU problem's per-rank share, ``M/world_size``) or ``AXIS/n``
+    (one value per group of n, ``H/128`` block scales); a division must be exact."""
     if isinstance(dim, int):
         return dim
     if dim in axes:
         return axes[dim]
+    factor, star, name = (part.strip() for part in dim.partition("*"))
+    if star and (factor.isdigit() or factor in axes) and name in axes:
+        return (axes[factor] if factor in axes else int(factor)) * axes[name]
     numerator, slash, denominator = (part.strip() for part in dim.partition("/"))
-    if slash and numerator in axes and denominator in axes:
-        whole, parts = axes[numerator], axes[denominator]
+    if slash and numerator in axes and (denominator in axes or denominator.isdigit()):
+        whole, parts = axes[numerator], axes[denominator] if denominator in axes else int(denominator)
         if parts <= 0 or whole % parts:
-            raise CatalogueError(f"dimension {dim!r}: {numerator}={whole} is not divisible by {denominator}={parts}")
+            divisor = f"{denominator}={parts}" if denominator in axes else str(parts)
+            raise CatalogueError(f"dimension {dim!r}: {numerator}={whole} is not divisible by {divisor}")
         return whole // parts
     for sign, op in (("+", 1), ("-", -1)):
         name, _, offset = dim.partition(sign)
@@ -179,6 +191,9 @@ class Problem:
     world_sizes: tuple[int, ...] = (1,)
     #: Multi-GPU problems: the lower bound on bytes each GPU sends, in words (``counts.py`` computes it).
     comm_bytes_formula: str = ""
+    #: Problems converted from another benchmark's format (``python -m evaluator import-problems``):
+    #: the ``[import]`` table of problem.toml (format, source, what was dropped). Empty for native ones.
+    imported: dict[str, Any] = field(default_factory=dict)
 
     def axes_at(self, axes: dict[str, int], world_size: int | None = None) -> dict[str, int]:
         """A shape's axes as the kernel, counts and reference of one world size see them: a multi-GPU
@@ -228,14 +243,21 @@ class Problem:
     def counts(self, axes: dict[str, int]) -> Counts:
         """Exact counts of one call; a multi-GPU problem's at ``axes["world_size"]`` when given, else
         at the problem's own world size (what the site stores and ranks)."""
-        module = importlib.import_module(f"evaluator.problems.{self.name}.counts")
+        module = self._module("counts")
         if self.kind == "multi" and WORLD_SIZE_AXIS not in axes:
             axes = self.axes_at(axes)
         return module.counts(dict(axes))
 
     def reference_module(self) -> ModuleType:
         """The torch side: generate_inputs, reference, baseline. Imports torch."""
-        return importlib.import_module(f"evaluator.problems.{self.name}.reference")
+        return self._module("reference")
+
+    def _module(self, stem: str) -> ModuleType:
+        """``counts`` or ``reference`` of this problem: a native problem's by its package name, one
+        in another folder (the imported problems) from its file."""
+        if self.folder in (CATALOGUE_DIR, CATALOGUE_DIR / self.name):
+            return importlib.import_module(f"evaluator.problems.{self.name}.{stem}")
+        return _folder_module(self.folder, stem)
 
 
 def _tensor_specs(raw: list[dict[str, Any]], where: str) -> tuple[TensorSpec, ...]:
@@ -302,6 +324,7 @@ def load_problem(folder: Path) -> Problem:
         baseline_name=meta.get("baseline", ""),
         ptx=meta.get("ptx", {}),
         folder=folder,
+        imported=dict(meta.get("import", {})),
         output_tolerances=_output_tolerances(tolerance, meta["outputs"], where),
         scalar_args=_scalar_args(meta.get("scalar_args", []), axes, where),
         world_sizes=world_sizes,
@@ -375,11 +398,43 @@ def _output_tolerances(
     return {item["name"]: _tolerance(overrides.get(item["name"], {}), base, where) for item in outputs}
 
 
+def imported_dir() -> Path:
+    """The folder of imported problems the catalogue also reads: ``$SOLBOARD_IMPORTED_PROBLEMS``,
+    by default ``evaluator/problems/imported/`` (docs/importing.md). Every process that loads the
+    catalogue (site, runner, the evaluator's children) must see the same folder."""
+    configured = os.environ.get(IMPORTED_DIR_ENV, "").strip()
+    return Path(configured).expanduser().resolve() if configured else CATALOGUE_DIR / "imported"
+
+
+def _folder_module(folder: Path, stem: str) -> ModuleType:
+    """``folder/stem.py`` as a module, loaded once per folder (a name no import statement uses)."""
+    digest = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:16]
+    key = f"_solboard_problem_{digest}_{folder.name}_{stem}"
+    if key in sys.modules:
+        return sys.modules[key]
+    spec = importlib.util.spec_from_file_location(key, folder / f"{stem}.py")
+    if spec is None or spec.loader is None:
+        raise CatalogueError(f"{folder.name}: no {stem}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[key] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(key, None)
+        raise
+    return module
+
+
 @cache
 def load_catalogue() -> dict[str, Problem]:
-    """Every problem folder under this package, by name."""
+    """Every problem folder under this package, by name, and every imported problem (``imported_dir``)."""
     folders = sorted(p.parent for p in CATALOGUE_DIR.glob("*/problem.toml"))
-    return {folder.name: load_problem(folder) for folder in folders}
+    catalogue = {folder.name: load_problem(folder) for folder in folders}
+    for folder in sorted(p.parent for p in imported_dir().glob("*/problem.toml")):
+        if folder.name in catalogue:
+            raise CatalogueError(f"{folder}: imported problem {folder.name!r} has the name of another problem")
+        catalogue[folder.name] = load_problem(folder)
+    return catalogue
 
 
 def get_problem(name: str) -> Problem:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evaluator.gpus import GpuSpec, GpuSpecError
-from evaluator.problems import CATALOGUE_DIR, Counts
+from evaluator.problems import CATALOGUE_DIR, Counts, imported_dir
 from evaluator.sol import SolBound, t_sol
 from leaderboard.models import GpuType, Problem, Shape
 
@@ -56,6 +56,10 @@ def shape_sol(problem: Problem, shape: Shape, gpu: GpuType) -> ShapeSol:
 def reference_source(problem: Problem) -> str:
     """The problem's reference implementation as shipped in the catalogue ('' if it is gone)."""
     path = CATALOGUE_DIR / problem.name / "reference.py"
+    if not path.exists():  # an imported problem (docs/importing.md): its reference is the upstream code
+        folder = imported_dir() / problem.name
+        upstream = folder / "upstream" / "reference.py"
+        path = upstream if upstream.exists() else folder / "reference.py"
     try:
         return path.read_text(encoding="utf-8")
     except OSError:

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from evaluator.problems import get_problem
+from tests.evaluator.problem_checks import assert_example_and_baseline_pass
 from tests.evaluator.test_catalogue import cpu_cases, failed_outputs, run_kernel
-from tests.harness_helpers import REPO, evaluate_file
+from tests.harness_helpers import evaluate_file
 
 CPU = ("--device", "cpu")
 
@@ -112,20 +113,10 @@ def test_an_exclusive_scan_fails_every_case() -> None:
 # ---------------------------------------------------------------- the harness, CPU device
 
 
-def baseline_source(name: str) -> str:
-    return f"from evaluator.problems.{name}.reference import baseline as kernel\n"
-
 
 @pytest.mark.parametrize("name", ["gemv_bf16", "prefix_sum"])
 def test_the_example_and_the_baseline_pass_through_the_harness(name: str, tmp_path: Path) -> None:
-    baseline = tmp_path / f"{name}_baseline.py"
-    baseline.write_text(baseline_source(name))
-    for path in (REPO / "examples" / "python" / f"{name}.py", baseline):
-        report = evaluate_file(name, path, *CPU)
-        assert report["status"] == "PASSED", (path.name, report["message"])
-        assert [shape["shape_id"] for shape in report["shapes"]] == [
-            shape.shape_id for shape in get_problem(name).select_shapes("all", device="cpu")
-        ]
+    assert_example_and_baseline_pass(name, tmp_path)
 
 
 @pytest.mark.parametrize("name", sorted(WRONG))

@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 
 from evaluator.problems import get_problem
-from tests.evaluator.test_catalogue import cpu_cases, failed_outputs, run_kernel
-from tests.harness_helpers import REPO, evaluate_file
+from tests.evaluator.problem_checks import assert_example_and_baseline_pass, assert_wrong_kernel_fails
+from tests.harness_helpers import evaluate_file
 
 CPU = ("--device", "cpu")
 LAYERNORM_EPS = 1e-5
@@ -71,12 +71,7 @@ WRONG = [
 def test_a_wrong_kernel_fails_the_tolerance(
     name: str, wrong: Callable[..., None], exposed_by: tuple[str, ...] | None
 ) -> None:
-    problem = get_problem(name)
-    cases = [case for case in cpu_cases(problem) if exposed_by is None or case[2] in exposed_by]
-    assert cases
-    for shape, seed, distribution in cases:
-        outputs, reference = run_kernel(problem, wrong, shape, seed, distribution)
-        assert failed_outputs(problem, outputs, reference), (shape.shape_id, seed, distribution)
+    assert_wrong_kernel_fails(name, wrong, exposed_by)
 
 
 def submission(kernel: Callable[..., None]) -> str:
@@ -102,10 +97,4 @@ def test_the_harness_reports_a_wrong_submission_as_incorrect(
 
 @pytest.mark.parametrize("name", ["layernorm", "rope"])
 def test_the_example_and_the_baseline_pass_through_the_harness(name: str, tmp_path: Path) -> None:
-    baseline = tmp_path / f"{name}_baseline.py"
-    baseline.write_text(f"from evaluator.problems.{name}.reference import baseline as kernel\n")
-    cpu_shapes = [shape.shape_id for shape in get_problem(name).select_shapes("all", device="cpu")]
-    for path in (REPO / "examples" / "python" / f"{name}.py", baseline):
-        report = evaluate_file(name, path, *CPU)
-        assert report["status"] == "PASSED", (path.name, report["message"])
-        assert [shape["shape_id"] for shape in report["shapes"]] == cpu_shapes
+    assert_example_and_baseline_pass(name, tmp_path)

@@ -1,0 +1,1 @@
+"""transpose: out = x^T, bf16, contiguous (metadata in problem.toml)."""

@@ -1,0 +1,79 @@
+"""w4a16_gemm inputs, reference (fp64) and baseline (dequantise in eager torch, then cuBLAS).
+
+Packing: qweight (N, K/8) int32; bits 4j..4j+3 of qweight[n, i] hold the weight of column
+k = 8i + j, as an unsigned nibble q in 0..15 (GPTQ's order along K, no AWQ interleave). The weight
+is w[n, k] = (q - 8) * scales[n, k // 128]: symmetric int4 with the fixed zero point 8 (GPTQ's
+sym=True).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from evaluator.problems._sampling import tn_gemm_operands
+from evaluator.problems.w4a16_gemm.counts import GROUP, PACK
+
+#: The fixed zero point: a stored nibble q means the integer q - ZERO in -8..7.
+ZERO = 8
+#: The largest magnitude a group's scale maps its largest weight to.
+QMAX = 7
+SHIFTS = tuple(4 * j for j in range(PACK))
+
+
+def quantise(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Nibbles q (N, K) int64 in 0..15 and bf16 scales (N, K/128): scale = amax(|group|) / 7,
+    rounded to bf16 first, so that q is the nearest integer to w / scale (clamped to -8..7)."""
+    n, k = w.shape
+    groups = w.view(n, k // GROUP, GROUP)
+    scales = (groups.abs().amax(dim=-1) / QMAX).clamp_min(1e-30).to(torch.bfloat16)
+    q = torch.round(groups / scales.float()[..., None]).clamp_(-ZERO, QMAX).add_(ZERO)
+    return q.view(n, k).long(), scales
+
+
+def pack(q: torch.Tensor) -> torch.Tensor:
+    """(N, K) nibbles -> (N, K/8) int32, column 8i + j in bits 4j..4j+3 of word i."""
+    n, k = q.shape
+    shifts = torch.tensor(SHIFTS, dtype=torch.int64, device=q.device)
+    words = (q.view(n, k // PACK, PACK) << shifts).sum(dim=-1)  # 0 .. 2^32 - 1
+    return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+
+
+def unpack(qweight: torch.Tensor) -> torch.Tensor:
+    """(N, K/8) int32 -> (N, K) int64 nibbles in 0..15. The mask also drops the sign extension of
+    an arithmetic shift of a negative word."""
+    n, words = qweight.shape
+    shifts = torch.tensor(SHIFTS, dtype=torch.int64, device=qweight.device)
+    return ((qweight.long()[..., None] >> shifts) & 0xF).view(n, words * PACK)
+
+
+def generate_inputs(
+    axes: dict[str, int], seed: int, device: str | torch.device, distribution: str = "normal"
+) -> dict[str, torch.Tensor]:
+    """x plays the GEMM's A, the quantised W its B (N rows of K, drawn at scale 1/sqrt(K))."""
+    if axes["K"] % GROUP:
+        raise ValueError(f"K={axes['K']} must be a multiple of the group size {GROUP}")
+    x, w = tn_gemm_operands("w4a16_gemm", axes, seed, device, distribution)
+    q, scales = quantise(w)
+    return {"x": x.to(torch.bfloat16), "qweight": pack(q), "scales": scales}
+
+
+def dequantise_fp64(qweight: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    n = qweight.shape[0]
+    q = (unpack(qweight) - ZERO).double().view(n, -1, GROUP)
+    return (q * scales.double()[..., None]).view(n, -1)
+
+
+def reference(inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> dict[str, torch.Tensor]:
+    """In fp64, from the exact dequantised weights (a 4-bit integer times a bf16 scale)."""
+    return {"y": inputs["x"].double() @ dequantise_fp64(inputs["qweight"], inputs["scales"]).t()}
+
+
+def baseline(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, y: torch.Tensor) -> None:
+    """What a user writes without a kernel: unpack the nibbles byte-wise (a byte of the
+    little-endian word i holds columns 8i + 2b and 8i + 2b + 1), dequantise to bf16 (one rounding
+    of (q - 8) * scale), then cuBLAS."""
+    n = qweight.shape[0]
+    nibbles = qweight.view(torch.uint8)  # (N, K/2)
+    q = torch.stack((nibbles & 0xF, nibbles >> 4), dim=-1).view(n, -1, GROUP)
+    w = q.to(torch.bfloat16).sub_(ZERO).mul_(scales[..., None]).view(n, -1)
+    torch.matmul(x, w.t(), out=y)

@@ -1,0 +1,91 @@
+"""``solboard manage import_problems --format {sol-execbench,reference-kernels} DIR``.
+
+Converts the problems found under DIR into catalogue folders with the evaluator's importer
+(evaluator/importers, docs/importing.md): each is validated like a native problem and written only
+when it passes. Then, when they were written to the folder the catalogue reads, the catalogue is
+mirrored into the database as ``sync_problems`` does. Converting runs the problems' reference code,
+so this needs torch (the runner extra); a web host without torch can run
+``python -m evaluator import-problems`` elsewhere, ship the folders, and ``sync_problems``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from evaluator.importers import FORMATS
+
+
+class Command(BaseCommand):
+    help = (
+        "Import problems written for SOL-ExecBench or GPU MODE reference-kernels: convert, validate, write, "
+        "then sync the catalogue; reports what was converted, partially converted or refused."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("source", type=Path, metavar="DIR", help="one problem folder, or a tree of them")
+        parser.add_argument("--format", required=True, choices=FORMATS, dest="fmt")
+        parser.add_argument("--out", type=Path, default=None,
+                            help="where to write (default: the folder of imported problems the catalogue reads)")
+        parser.add_argument("--dry-run", action="store_true", help="convert and validate, write and sync nothing")
+        parser.add_argument("--replace", action="store_true", help="replace earlier imports whose source changed")
+        parser.add_argument("--prefix", default="", help="put this before every problem name")
+        parser.add_argument("--atol", type=float, default=None, help="reference-kernels: atol of custom checks")
+        parser.add_argument("--rtol", type=float, default=None, help="reference-kernels: rtol of custom checks")
+        parser.add_argument("--no-sync", action="store_true", help="write the folders but leave the database")
+        parser.add_argument("--json", action="store_true", help="print the report (and the sync) as JSON")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from evaluator.importers import discover, import_problems
+        from evaluator.problems import CatalogueError, imported_dir, load_catalogue
+
+        try:
+            import torch  # noqa: F401  (the references run on the CPU to validate each problem)
+        except ImportError as error:
+            raise CommandError(
+                "import_problems runs the problems' reference code and needs torch (pip install -e '.[runner]'); "
+                "or run `python -m evaluator import-problems` where torch is installed and `sync_problems` here"
+            ) from error
+        source: Path = options["source"]
+        fmt: str = options["fmt"]
+        if not source.exists():
+            raise CommandError(f"no such folder: {source}")
+        if not discover(fmt, source):
+            raise CommandError(f"no {fmt} problem under {source}")
+        report = import_problems(fmt, source, options["out"], dry_run=options["dry_run"],
+                                 replace=options["replace"], prefix=options["prefix"], atol=options["atol"],
+                                 rtol=options["rtol"])
+        sync: dict[str, Any] = {"synced": False, "reason": "", "lines": []}
+        if options["dry_run"]:
+            sync["reason"] = "dry run"
+        elif options["no_sync"]:
+            sync["reason"] = "--no-sync"
+        elif Path(report.out).resolve() != imported_dir().resolve():
+            sync["reason"] = f"{report.out} is not the folder the catalogue reads ({imported_dir()})"
+        elif not report.written:
+            sync["reason"] = "nothing written"
+        else:
+            from leaderboard.sync import sync_problems
+
+            load_catalogue.cache_clear()
+            try:
+                result = sync_problems()
+            except CatalogueError as error:
+                raise CommandError(str(error)) from error
+            sync.update(synced=True, lines=result.lines(), changed=result.changed)
+        if options["json"]:
+            self.stdout.write(json.dumps({"import": report.to_dict(), "sync": sync}, indent=2))
+        else:
+            for line in report.lines():
+                self.stdout.write(line)
+            if sync["synced"]:
+                for line in sync["lines"]:
+                    self.stdout.write(f"sync: {line}")
+                self.stdout.write(self.style.SUCCESS("problems changed") if sync.get("changed") else "problems unchanged")
+            else:
+                self.stdout.write(f"not synced: {sync['reason']}")
+        if report.refused:
+            raise CommandError(f"{len(report.refused)} problem(s) refused (see the report)")

@@ -128,6 +128,10 @@ def handle_job(payload: dict[str, Any], messenger: Messenger) -> None:
     if ctx.state.shutting_down():  # not started, so no attempt is counted for it
         deliver(ctx, messenger, execute._result(job, ctx, "runner_error", "released: the runner is shutting down"))
         return
+    mismatch = catalogue_mismatch(job)
+    if mismatch:  # nothing started: the site hands the job on (bounded) or ends it with this message
+        deliver(ctx, messenger, execute._result(job, ctx, "runner_error", mismatch))
+        return
     keeper = _keeper
     spare = keeper.take(job) if keeper is not None else None  # the slot is busy from here on
     try:
@@ -136,6 +140,21 @@ def handle_job(payload: dict[str, Any], messenger: Messenger) -> None:
     finally:
         if keeper is not None:
             keeper.release()
+
+
+def catalogue_mismatch(job: Job) -> str:
+    """Why this runner cannot evaluate ``job`` as asked, or "": its catalogue lacks the problem or
+    has another version of it (a deploy in progress; a report of the wrong version would be refused
+    by the site after the whole job ran)."""
+    from evaluator.problems import load_catalogue
+
+    problem = load_catalogue().get(job.problem)
+    if problem is None:
+        return f"this runner's catalogue has no problem {job.problem!r}"
+    if problem.version != job.problem_version:
+        return (f"this runner's catalogue has {job.problem} v{problem.version}; the job is for "
+                f"v{job.problem_version}")
+    return ""
 
 
 def _run_locked(job: Job, ctx: execute.Context, messenger: Messenger, spare: Spare | None = None,

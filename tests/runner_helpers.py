@@ -27,6 +27,7 @@ from typing import Any
 
 from kombu import Connection
 
+from evaluator.problems import get_problem
 from runners import procs
 from runners.celery_app import build_app
 from solboard_common.protocol import RUNNER_TASK, SITE_QUEUE, Job, JobLimits, gpu_queue
@@ -74,7 +75,7 @@ def make_job(evaluation_id: int, source: str = EXAMPLE_VECTOR_ADD, mode: str = "
              limits: JobLimits | None = None, job_id: str | None = None, problem: str = "vector_add",
              gpu_count: int = 1) -> Job:
     return Job(job_id=job_id or f"job-{evaluation_id}-{os.urandom(3).hex()}", evaluation_id=evaluation_id,
-               problem=problem, problem_version=1, language="python", source=source,
+               problem=problem, problem_version=get_problem(problem).version, language="python", source=source,
                source_sha256=hashlib.sha256(source.encode()).hexdigest(), mode=mode,  # type: ignore[arg-type]
                seed=1234567, gpu_type="cpu", gpu_count=gpu_count, limits=limits or JobLimits())
 

@@ -128,6 +128,20 @@ def _release_for(user_id: int, gpu_type_id: int) -> int:
     return sum(hand_to_broker(evaluation_id) for evaluation_id in candidates)
 
 
+def retired_version(evaluation: Evaluation) -> str:
+    """Why this evaluation cannot run, or "": its submission was made against an older catalogue
+    version of the problem than the site's (a new baseline or tolerance makes a new version, and
+    runners only carry the current one). Its results under that version stay readable."""
+    submission = evaluation.submission
+    current = submission.problem.version
+    if submission.problem_version == current:
+        return ""
+    return (f"this submission was made against {submission.problem.name} v{submission.problem_version}; the "
+            f"catalogue has moved to v{current} (docs/problems.md, Versions), which runners now carry, so it "
+            f"cannot be evaluated as v{submission.problem_version} any more: submit the source again to "
+            f"evaluate it against v{current}")
+
+
 def hand_to_broker(evaluation_id: int) -> bool:
     """Claim (enqueued_at null -> now) and send in one transaction; False if someone else did."""
     with transaction.atomic():
@@ -137,6 +151,10 @@ def hand_to_broker(evaluation_id: int) -> bool:
         if not claimed:
             return False
         evaluation = Evaluation.objects.select_related("submission__problem", "gpu_type").get(pk=evaluation_id)
+        retired = retired_version(evaluation)
+        if retired:  # no runner has that version's problem any more: say so now, not after a job
+            evaluation.transition(S.ERROR, expected=(S.QUEUED,), message=retired)
+            return False
         queue = queue_for(evaluation)
         Evaluation.objects.filter(pk=evaluation_id).update(queue=queue)
         job = build_job(evaluation)

@@ -154,3 +154,18 @@ def test_the_migration_files_every_existing_row_under_its_submissions_version(al
     migration.versions_from_submissions(apps, None)
     stored = set(RankingEntry.objects.filter(evaluation=evaluation).values_list("problem_version", flat=True))
     assert stored == {evaluation.submission.problem_version}
+
+
+def test_an_evaluation_still_queued_for_a_retired_version_ends_at_once_with_both_versions_named(
+    alice: Any, catalogue: None
+) -> None:
+    from leaderboard.dispatch.enqueue import hand_to_broker
+
+    submission = create_submission(alice, NAME, "python", SOURCE, ["h200"], "ranked")
+    evaluation = submission.evaluations.get()
+    assert evaluation.status == "queued" and evaluation.enqueued_at is None  # not handed over yet
+    current = bump().version
+    assert not hand_to_broker(evaluation.pk)  # nothing sent: no runner carries the old version
+    evaluation.refresh_from_db()
+    assert evaluation.status == "error" and evaluation.finished_at is not None
+    assert f"{NAME} v{current - 1}" in evaluation.message and f"moved to v{current}" in evaluation.message

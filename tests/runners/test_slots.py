@@ -79,3 +79,4 @@ def test_two_slots_on_one_machine_never_share_a_job_user() -> None:
     finally:
         lock_a.close()
         lock_b.close()
+

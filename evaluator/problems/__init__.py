@@ -290,6 +290,18 @@ def _shapes(raw: list[dict[str, Any]], axes: tuple[str, ...], where: str) -> tup
     return tuple(shapes)
 
 
+#: The site stores these in columns of this many characters (leaderboard/models/catalogue.py):
+#: SQLite would take longer text, PostgreSQL refuses it at sync.
+TEXT_LIMITS = {"name": 64, "title": 200, "baseline": 200}
+
+
+def _check_lengths(meta: dict[str, Any], where: str) -> None:
+    for key, limit in TEXT_LIMITS.items():
+        if len(str(meta.get(key, ""))) > limit:
+            raise CatalogueError(f"{where}: {key} is {len(str(meta[key]))} characters, at most {limit} "
+                                 "(a longer explanation goes in a comment or the description)")
+
+
 def load_problem(folder: Path) -> Problem:
     where = f"{folder.name}/problem.toml"
     try:
@@ -304,6 +316,7 @@ def load_problem(folder: Path) -> Problem:
     if not set(languages) <= set(LANGUAGES):
         raise CatalogueError(f"{where}: languages {languages} not within {LANGUAGES}")
     kind, world_size, world_sizes = _world(meta, where)
+    _check_lengths(meta, where)
     problem = Problem(
         name=meta["name"],
         title=meta["title"],

@@ -562,3 +562,20 @@ def test_docs_show_the_catalogue_as_it_is() -> None:
     assert catalogue_markdown(list(NATIVE.values())) in docs, (
         "regenerate the table: python -m evaluator problems --markdown"
     )
+
+
+def test_a_baseline_or_title_longer_than_the_sites_column_is_refused_when_loaded(tmp_path: Path) -> None:
+    """PostgreSQL refuses text longer than its column at sync (SQLite does not): the loader says so first."""
+    import shutil
+
+    from evaluator.problems import TEXT_LIMITS, CatalogueError, load_problem
+
+    folder = tmp_path / "vector_add"
+    shutil.copytree(REPO / "evaluator" / "problems" / "vector_add", folder)
+    toml = (folder / "problem.toml").read_text()
+    long_baseline = "x" * (TEXT_LIMITS["baseline"] + 1)
+    (folder / "problem.toml").write_text(
+        "\n".join(f'baseline = "{long_baseline}"' if line.startswith("baseline =") else line
+                  for line in toml.splitlines()))
+    with pytest.raises(CatalogueError, match="baseline is 201 characters, at most 200"):
+        load_problem(folder)

@@ -5,14 +5,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from evaluator.problems._sampling import BASIC_DISTRIBUTIONS, draw, generator
+from evaluator.problems._logits import LOGIT_SCALE, logits_and_targets, target_log_probabilities
+from evaluator.problems._sampling import BASIC_DISTRIBUTIONS
 
-#: A language model head's logits have a standard deviation of a few units (vocab_parallel_logprob's).
-LOGIT_SCALE = 4.0
 #: ``large``: logits of 30 * N(0,1), up to ~150: exp overflows fp32 unless the row maximum goes first.
 LARGE_SCALE = 30.0
-#: Rows of the fp64 reference at a time (V = 151936: 1.2 GB per 1024 rows).
-REFERENCE_ROWS = 1024
 
 
 def generate_inputs(
@@ -22,27 +19,17 @@ def generate_inputs(
 
     normal, uniform, outliers: the basic samplers x LOGIT_SCALE (outliers reach +-500 and overflow
     fp32 exp unless each row's maximum is subtracted). large: 30 * N(0,1), every row past exp's range."""
-    t, v = axes["T"], axes["V"]
     sampler = "normal" if distribution == "large" else distribution
     if sampler not in BASIC_DISTRIBUTIONS:
         raise ValueError(f"cross_entropy has no distribution {distribution!r}")
-    logits = draw("logits", (t, v), axes, seed, device, distribution, sampler)
-    logits.mul_(LARGE_SCALE if distribution == "large" else LOGIT_SCALE)
-    gen = generator(device, seed, distribution, axes, "target")
-    target = torch.randint(0, v, (t,), generator=gen, device=device, dtype=torch.int64)
+    scale = LARGE_SCALE if distribution == "large" else LOGIT_SCALE
+    logits, target = logits_and_targets(axes, seed, device, distribution, sampler, scale)
     return {"logits": logits.to(torch.bfloat16), "target": target}
 
 
 def reference(inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> dict[str, torch.Tensor]:
     """logsumexp(row) - row[target] in fp64 from the exact bf16 logits, REFERENCE_ROWS rows at a time."""
-    logits, target = inputs["logits"], inputs["target"]
-    loss = torch.empty(logits.shape[0], dtype=torch.float64, device=logits.device)
-    for start in range(0, logits.shape[0], REFERENCE_ROWS):
-        rows = logits[start : start + REFERENCE_ROWS].double()
-        picked = rows.gather(1, target[start : start + REFERENCE_ROWS, None]).squeeze(1)
-        loss[start : start + REFERENCE_ROWS] = torch.logsumexp(rows, dim=1) - picked
-        del rows
-    return {"loss": loss}
+    return {"loss": -target_log_probabilities(inputs["logits"], inputs["target"])}
 
 
 def baseline(logits: torch.Tensor, target: torch.Tensor, loss: torch.Tensor) -> None:

@@ -8,18 +8,15 @@ from typing import TYPE_CHECKING
 import torch
 import torch.distributed as dist
 
+from evaluator.problems._logits import logits_and_targets, target_log_probabilities
 from evaluator.problems._multi import block, world_size
-from evaluator.problems._sampling import BASIC_DISTRIBUTIONS, draw, generator
+from evaluator.problems._sampling import BASIC_DISTRIBUTIONS
 
 if TYPE_CHECKING:
     from evaluator.harness.rank import RankContext
 
-#: Logits of a language model's head have a standard deviation of a few units: softmax is peaked.
-LOGIT_SCALE = 4.0
 #: ``confident``: the target's logit, far above the others (log-probabilities within ~1e-4 of 0).
 CONFIDENT_LOGIT = 30.0
-#: Rows of the fp64 reference at a time (V = 128256: 1 GiB per 1024 rows).
-REFERENCE_ROWS = 1024
 
 
 def generate_inputs(
@@ -30,15 +27,12 @@ def generate_inputs(
     normal, uniform, outliers: the basic samplers x LOGIT_SCALE (outliers reach +-500: exp overflows
     fp32 unless the row's maximum is subtracted). confident: normal, with every target's logit set to
     CONFIDENT_LOGIT, so log-probabilities are tiny negatives that only a careful fp32 path keeps."""
-    t, v = axes["T"], axes["V"]
     sampler = "normal" if distribution == "confident" else distribution
     if sampler not in BASIC_DISTRIBUTIONS:
         raise ValueError(f"vocab_parallel_logprob has no distribution {distribution!r}")
-    logits = draw("logits", (t, v), axes, seed, device, distribution, sampler).mul_(LOGIT_SCALE)
-    target = torch.randint(0, v, (t,), generator=generator(device, seed, distribution, axes, "target"),
-                           device=device, dtype=torch.int64)
+    logits, target = logits_and_targets(axes, seed, device, distribution, sampler)
     if distribution == "confident":
-        logits[torch.arange(t, device=device), target] = CONFIDENT_LOGIT
+        logits[torch.arange(axes["T"], device=device), target] = CONFIDENT_LOGIT
     return {"logits": logits.to(torch.bfloat16), "target": target}
 
 
@@ -50,14 +44,7 @@ def rank_inputs(global_inputs: dict[str, torch.Tensor], axes: dict[str, int], ra
 
 def reference(global_inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> dict[str, torch.Tensor]:
     """log_softmax in fp64 over the whole vocabulary, REFERENCE_ROWS rows at a time."""
-    logits, target = global_inputs["logits"], global_inputs["target"]
-    out = torch.empty(logits.shape[0], dtype=torch.float64, device=logits.device)
-    for start in range(0, logits.shape[0], REFERENCE_ROWS):
-        rows = logits[start:start + REFERENCE_ROWS].double()
-        picked = rows.gather(1, target[start:start + REFERENCE_ROWS, None]).squeeze(1)
-        out[start:start + REFERENCE_ROWS] = picked - torch.logsumexp(rows, dim=1)
-        del rows
-    return {"logprob": out}
+    return {"logprob": target_log_probabilities(global_inputs["logits"], global_inputs["target"])}
 
 
 def rank_outputs(global_outputs: dict[str, torch.Tensor], axes: dict[str, int], rank: int) -> dict[str, torch.Tensor]:

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from evaluator.importers.common import CPU_SHAPE_MAX_BYTES, DTYPE_BYTES, Refused
+from evaluator.importers.common import CPU_SHAPE_MAX_BYTES, Refused, declared_bytes
 from evaluator.problems import CatalogueError, Counts, Problem, Shape, load_problem
 
 
@@ -56,13 +56,8 @@ def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
 
 
 def _declared_bytes(problem: Problem, shape: Shape) -> int:
-    total = 0
-    for spec in problem.inputs + problem.outputs:
-        numel = 1
-        for size in spec.concrete_shape(shape.axes):
-            numel *= size
-        total += numel * DTYPE_BYTES[spec.dtype]
-    return total
+    specs = [{"shape": spec.shape, "dtype": spec.dtype} for spec in problem.inputs + problem.outputs]
+    return declared_bytes(specs, dict(shape.axes))
 
 
 def _fake_limit(error: BaseException) -> bool:

@@ -69,6 +69,25 @@ multi)
     (cd benchmarks && timeout $(( $(left) - 10 )) python3 runner_multi_slots.py --device cuda --gpu-type h200 \
         --out "$R/slots" --multi 2 --single 4 --timeout $(( $(left) - 40 )) > "$R/slots.log" 2>&1); tail -8 "$R/slots.log"
     ;;
+check)  # what the pytest call left (its budget ran out in the wgmma test), then the new problems
+    # on the GPU without the runner: the self-check of all of them and of their examples' kernels
+    ( date +%T; PYTHONFAULTHANDLER=1 timeout -s ABRT 120 python3 -m evaluator run gemm_bf16 \
+        examples/ptx/gemm_bf16_wgmma_tma.ptx --language ptx --shapes quick --json; echo "rc=$?"; date +%T ) \
+        > "$R/wgmma_direct.txt" 2>&1; tail -c 1500 "$R/wgmma_direct.txt"
+    timeout 150 python3 -m pytest -m gpu -p no:cacheprovider -o addopts= -rA --durations=0 --timeout 120 \
+        "tests/evaluator/test_ptx_gpu.py::test_the_wgmma_example_passes_the_harness_with_its_evidence" \
+        tests/runners/test_sandbox.py > "$R/pytest_rest.txt" 2>&1; tail -3 "$R/pytest_rest.txt"
+    NEW=$(new_problems 0); echo "new: $NEW" | tee "$R/new.txt"
+    ( time timeout $(( $(left) / 2 )) python3 -m evaluator.problems.selfcheck ${NEW//,/ } --device cuda --gpu h200 \
+        --shapes quick ) > "$R/selfcheck_new.txt" 2>&1; echo "selfcheck rc=$?"; tail -4 "$R/selfcheck_new.txt"
+    for problem in ${NEW//,/ }; do
+        example=$(ls examples/python/$problem.py 2>/dev/null) || continue
+        [ "$(left)" -gt 40 ] || { echo "$problem: budget" >> "$R/selfcheck_examples.txt"; continue; }
+        echo "== $problem $(date +%T)" >> "$R/selfcheck_examples.txt"
+        timeout $(( $(left) - 20 )) python3 -m evaluator.problems.selfcheck "$problem" --device cuda --gpu h200 \
+            --shapes quick --kernel "$example" 2>&1 | tail -2 >> "$R/selfcheck_examples.txt"
+    done; grep -E "^==|PASS|FAIL" "$R/selfcheck_examples.txt" | tail -30
+    ;;
 *) echo "unknown part $PART"; exit 2 ;;
 esac
 echo "part $PART done in $(( $(date +%s) - started )) s"

@@ -444,3 +444,20 @@ def test_the_harness_reports_a_wrong_submission_as_incorrect(name: str, tmp_path
     report = evaluate_file(name, path, *CPU)
     assert report["status"] == "INCORRECT_NUMERICAL", report["message"]
     assert "outside tolerance" in report["message"]
+
+
+def test_an_honest_router_that_ranks_fp32_probabilities_picks_the_references_experts() -> None:
+    """The Hugging Face router (softmax over all E in fp32, then topk) must select the same experts as
+    the fp64 reference on every CPU case and on the quick shape's outliers (version 1's inputs let
+    probabilities underflow to 0 there: arbitrary experts among the zeros)."""
+    problem = get_problem("moe_router_topk")
+    module = problem.reference_module()
+    quick = [(shape, 1, "outliers") for shape in problem.shapes if shape.shape_id == "t16384_e256_k8"]
+    assert quick
+    for shape, seed, distribution in [*cpu_cases(problem), *quick]:
+        logits = module.generate_inputs(shape.axes, seed, "cpu", distribution)["logits"]
+        ids = torch.topk(torch.softmax(logits, dim=-1), shape.axes["K"], dim=-1, sorted=True).indices
+        expected = module.reference({"logits": logits}, shape.axes)["topk_ids"]
+        assert torch.equal(ids, expected), (shape.shape_id, distribution)
+        top = logits.amax(dim=-1, keepdim=True)
+        assert float((top - logits).max()) <= module.MAX_SPAN + shape.axes["E"] * module.MIN_GAP

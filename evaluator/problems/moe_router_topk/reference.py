@@ -18,12 +18,19 @@ MIN_GAP = 1e-3
 #: `large`: logits of standard deviation 30, whose exponentials overflow fp32 unless the row's
 #: largest logit is subtracted first.
 LARGE_GAIN = 30.0
+#: No logit lies more than this below its row's largest (lower ones are raised to it, then spread):
+#: exp(-60) = 8.8e-27, so an fp32 softmax over all E experts keeps every probability a distinct
+#: normal number. Version 1 had no bound: under `outliers` a row's largest logit stood ~110 above
+#: the rest, the other probabilities underflowed to 0 in fp32, and the Hugging Face router
+#: (softmax over E, then topk) picked arbitrary experts among the zeros (H200 and CPU, round 8:
+#: 5 of 16384 rows), failing an honest kernel on ids whose weight is below 1e-44.
+MAX_SPAN = 60.0
 
 
 def spread(logits: torch.Tensor) -> torch.Tensor:
     """The same values with the i-th smallest of each row raised by i * MIN_GAP: the order within
     each row is kept and neighbours end at least MIN_GAP apart."""
-    values, order = logits.sort(dim=-1)
+    values, order = logits.sort(dim=-1, stable=True)  # ties (logits raised to the span) in index order
     ranks = torch.arange(logits.shape[-1], dtype=logits.dtype, device=logits.device) * MIN_GAP
     return torch.empty_like(logits).scatter_(-1, order, values + ranks)
 
@@ -39,7 +46,8 @@ def generate_inputs(
     logits = draw("logits", (axes["T"], axes["E"]), axes, seed, device, distribution, sampler)
     if distribution == "large":
         logits.mul_(LARGE_GAIN)
-    return {"logits": spread(logits)}
+    floor = logits.amax(dim=-1, keepdim=True) - MAX_SPAN
+    return {"logits": spread(torch.maximum(logits, floor))}
 
 
 def reference(inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> dict[str, torch.Tensor]:

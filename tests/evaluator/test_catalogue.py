@@ -29,6 +29,7 @@ EXPECTED = {
     "attention_fwd", "attention_bwd", "layernorm", "rope", "gemv_bf16", "prefix_sum", "cross_entropy",
     "silu_and_mul", "gelu_and_mul", "fp8_quant_per_token", "fp8_quant_per_block", "transpose", "w4a16_gemm",
     "fp8_blockscaled_gemm", "moe_router_topk", "moe_permute", "paged_decode_attention", "selective_scan",
+    "histogram", "sort_keys",
 }  # fmt: skip
 Kernel = Callable[..., None]
 
@@ -253,6 +254,17 @@ def selective_scan_of_fp8_inputs(*tensors: torch.Tensor) -> None:
     load_example("selective_scan").kernel(x, dt, A, Bm, Cm, y)
 
 
+def histogram_counted_in_bf16(x: torch.Tensor, counts: torch.Tensor) -> None:
+    """Counters in bf16: exact only to 256, then adding 1 rounds away (every CPU case has a bin above 256)."""
+    tally = torch.zeros(counts.shape, dtype=torch.bfloat16)
+    counts.copy_(tally.scatter_add_(0, x.long(), torch.ones(x.shape, dtype=torch.bfloat16)))
+
+
+def sort_keys_through_fp32(x: torch.Tensor, y: torch.Tensor) -> None:
+    """Keys sorted as fp32: those beyond 2^24 in magnitude come back rounded."""
+    y.copy_(torch.sort(x.float(), dim=-1).values.to(torch.int64))
+
+
 LOWER_PRECISION: dict[str, Kernel] = {
     "vector_add": vector_add_in_fp16,
     "gemm_bf16": gemm_bf16_from_fp8_inputs,
@@ -279,6 +291,8 @@ LOWER_PRECISION: dict[str, Kernel] = {
     "fp8_quant_per_token": fp8_quant_rounded_to_e5m2,
     "fp8_quant_per_block": fp8_quant_rounded_to_e5m2,
     "transpose": transpose_through_fp8,
+    "histogram": histogram_counted_in_bf16,
+    "sort_keys": sort_keys_through_fp32,
 }
 
 
@@ -366,6 +380,10 @@ CPU_UNSUPPORTED: dict[str, Callable[[], str | None]] = {"gemm_fp8": scaled_mm_cp
         ("fp8_quant_per_block", {"T": 4096, "H": 7168}, {"fp32_simt": 59_179_008}, 88_997_888),
         # no arithmetic: no flop class at all; x read and out written, bf16
         ("transpose", {"M": 4096, "N": 7168}, {}, 117_440_512),
+        # no flops; x (N) read and counts (B) written, int32: 4 * (2^24 + 256)
+        ("histogram", {"N": 16_777_216, "B": 256}, {}, 67_109_888),
+        # no flops; x read and y written, int32: 8 * 64 * 128256
+        ("sort_keys", {"R": 64, "N": 128_256}, {}, 65_667_072),
         # 2*M*N*K; x (2MK) and y (2MN) bf16, packed weights N*K/2, bf16 scales 2*N*K/128
         ("w4a16_gemm", {"M": 16, "N": 10240, "K": 8192}, {"bf16_tensor": 2_684_354_560}, 43_843_584),
         # 2*M*N*K fp8 + one fma per output and K block; A, B 1 byte, C bf16, fp32 scales (128 + 32) * 56
@@ -439,7 +457,10 @@ def test_every_problem_has_small_cpu_shapes_ranked_gpu_shapes_and_three_distribu
     assert 1 <= len(cpu) <= 2 and not any(shape.ranked for shape in cpu)
     assert problem.ranked_shapes and any(shape.quick for shape in problem.shapes)
     assert len(problem.distributions) >= 3 and problem.test_seeds
-    assert 0 < problem.rtol < 0.1 and problem.atol >= 0 and 0.99 <= problem.matched_ratio <= 1.0
+    if all(spec.dtype.startswith("int") for spec in problem.outputs):  # only the exact integer passes
+        assert problem.rtol == 0 and problem.atol == 0.5 and problem.matched_ratio == 1.0
+    else:
+        assert 0 < problem.rtol < 0.1 and problem.atol >= 0 and 0.99 <= problem.matched_ratio <= 1.0
     for shape in cpu:
         counts = problem.counts(shape.axes)
         assert counts.bytes < 16e6 and counts.total_flops < 1e9, shape.shape_id

@@ -29,7 +29,7 @@ EXPECTED = {
     "attention_fwd", "attention_bwd", "layernorm", "rope", "gemv_bf16", "prefix_sum", "cross_entropy",
     "silu_and_mul", "gelu_and_mul", "fp8_quant_per_token", "fp8_quant_per_block", "transpose", "w4a16_gemm",
     "fp8_blockscaled_gemm", "moe_router_topk", "moe_permute", "paged_decode_attention", "selective_scan",
-    "histogram", "sort_keys",
+    "histogram", "sort_keys", "moe_unpermute",
 }  # fmt: skip
 Kernel = Callable[..., None]
 
@@ -265,6 +265,14 @@ def sort_keys_through_fp32(x: torch.Tensor, y: torch.Tensor) -> None:
     y.copy_(torch.sort(x.float(), dim=-1).values.to(torch.int64))
 
 
+def moe_unpermute_of_fp8_rows(
+    expert_out: torch.Tensor, dest_rows: torch.Tensor, topk_weights: torch.Tensor, out: torch.Tensor
+) -> None:
+    """The expert rows read through fp8 (2^-4 relative), the rest in fp32."""
+    rows = fp8(expert_out)[dest_rows.long()]
+    out.copy_((topk_weights[..., None] * rows).sum(dim=1))
+
+
 LOWER_PRECISION: dict[str, Kernel] = {
     "vector_add": vector_add_in_fp16,
     "gemm_bf16": gemm_bf16_from_fp8_inputs,
@@ -293,6 +301,7 @@ LOWER_PRECISION: dict[str, Kernel] = {
     "transpose": transpose_through_fp8,
     "histogram": histogram_counted_in_bf16,
     "sort_keys": sort_keys_through_fp32,
+    "moe_unpermute": moe_unpermute_of_fp8_rows,
 }
 
 
@@ -384,6 +393,8 @@ CPU_UNSUPPORTED: dict[str, Callable[[], str | None]] = {"gemm_fp8": scaled_mm_cp
         ("histogram", {"N": 16_777_216, "B": 256}, {}, 67_109_888),
         # no flops; x read and y written, int32: 8 * 64 * 128256
         ("sort_keys", {"R": 64, "N": 128_256}, {}, 65_667_072),
+        # (2K - 1) per output element; T*K expert rows and the (T, H) output in bf16, ids and weights 4 bytes
+        ("moe_unpermute", {"T": 4096, "H": 7168, "E": 256, "K": 8}, {"fp32_simt": 440_401_920}, 528_744_448),
         # 2*M*N*K; x (2MK) and y (2MN) bf16, packed weights N*K/2, bf16 scales 2*N*K/128
         ("w4a16_gemm", {"M": 16, "N": 10240, "K": 8192}, {"bf16_tensor": 2_684_354_560}, 43_843_584),
         # 2*M*N*K fp8 + one fma per output and K block; A, B 1 byte, C bf16, fp32 scales (128 + 32) * 56

@@ -29,7 +29,7 @@ EXPECTED = {
     "attention_fwd", "attention_bwd", "layernorm", "rope", "gemv_bf16", "prefix_sum", "cross_entropy",
     "silu_and_mul", "gelu_and_mul", "fp8_quant_per_token", "fp8_quant_per_block", "transpose", "w4a16_gemm",
     "fp8_blockscaled_gemm", "moe_router_topk", "moe_permute", "paged_decode_attention", "selective_scan",
-    "histogram", "sort_keys", "moe_unpermute",
+    "histogram", "sort_keys", "moe_unpermute", "top_p_sampling",
 }  # fmt: skip
 Kernel = Callable[..., None]
 
@@ -273,6 +273,13 @@ def moe_unpermute_of_fp8_rows(
     out.copy_((topk_weights[..., None] * rows).sum(dim=1))
 
 
+def top_p_sampling_of_bf16_logits(logits: torch.Tensor, top_p: torch.Tensor, u: torch.Tensor, token: torch.Tensor) -> None:
+    """The baseline's algorithm on logits rounded to bf16 (probabilities off by ~2^-9 relative)."""
+    from evaluator.problems.top_p_sampling.reference import baseline
+
+    baseline(logits.bfloat16().float(), top_p, u, token)
+
+
 LOWER_PRECISION: dict[str, Kernel] = {
     "vector_add": vector_add_in_fp16,
     "gemm_bf16": gemm_bf16_from_fp8_inputs,
@@ -302,6 +309,7 @@ LOWER_PRECISION: dict[str, Kernel] = {
     "histogram": histogram_counted_in_bf16,
     "sort_keys": sort_keys_through_fp32,
     "moe_unpermute": moe_unpermute_of_fp8_rows,
+    "top_p_sampling": top_p_sampling_of_bf16_logits,
 }
 
 
@@ -395,6 +403,8 @@ CPU_UNSUPPORTED: dict[str, Callable[[], str | None]] = {"gemm_fp8": scaled_mm_cp
         ("sort_keys", {"R": 64, "N": 128_256}, {}, 65_667_072),
         # (2K - 1) per output element; T*K expert rows and the (T, H) output in bf16, ids and weights 4 bytes
         ("moe_unpermute", {"T": 4096, "H": 7168, "E": 256, "K": 8}, {"fp32_simt": 440_401_920}, 528_744_448),
+        # 3 per logit (minus the max, exp, add); logits, top_p and u fp32 read, tokens int32 written
+        ("top_p_sampling", {"B": 64, "V": 151_936}, {"fp32_simt": 29_171_712}, 38_896_384),
         # 2*M*N*K; x (2MK) and y (2MN) bf16, packed weights N*K/2, bf16 scales 2*N*K/128
         ("w4a16_gemm", {"M": 16, "N": 10240, "K": 8192}, {"bf16_tensor": 2_684_354_560}, 43_843_584),
         # 2*M*N*K fp8 + one fma per output and K block; A, B 1 byte, C bf16, fp32 scales (128 + 32) * 56

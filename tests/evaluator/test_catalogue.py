@@ -29,7 +29,7 @@ EXPECTED = {
     "attention_fwd", "attention_bwd", "layernorm", "rope", "gemv_bf16", "prefix_sum", "cross_entropy",
     "silu_and_mul", "gelu_and_mul", "fp8_quant_per_token", "fp8_quant_per_block", "transpose", "w4a16_gemm",
     "fp8_blockscaled_gemm", "moe_router_topk", "moe_permute", "paged_decode_attention", "selective_scan",
-    "histogram", "sort_keys", "moe_unpermute", "top_p_sampling",
+    "histogram", "sort_keys", "moe_unpermute", "top_p_sampling", "mla_decode",
 }  # fmt: skip
 Kernel = Callable[..., None]
 
@@ -280,6 +280,14 @@ def top_p_sampling_of_bf16_logits(logits: torch.Tensor, top_p: torch.Tensor, u: 
     baseline(logits.bfloat16().float(), top_p, u, token)
 
 
+def mla_decode_with_fp8_latent_values(q: torch.Tensor, kv: torch.Tensor, seq_lens: torch.Tensor, out: torch.Tensor) -> None:
+    """fp32 scores, but the latent values read through fp8 (2^-4 relative)."""
+    for row, length in enumerate(seq_lens.tolist()):
+        cache = kv[row, :length].float()
+        probs = torch.softmax(q[row].float() @ cache.t() / 192**0.5, dim=-1)
+        out[row] = probs @ fp8(cache[:, :512])
+
+
 LOWER_PRECISION: dict[str, Kernel] = {
     "vector_add": vector_add_in_fp16,
     "gemm_bf16": gemm_bf16_from_fp8_inputs,
@@ -310,6 +318,7 @@ LOWER_PRECISION: dict[str, Kernel] = {
     "sort_keys": sort_keys_through_fp32,
     "moe_unpermute": moe_unpermute_of_fp8_rows,
     "top_p_sampling": top_p_sampling_of_bf16_logits,
+    "mla_decode": mla_decode_with_fp8_latent_values,
 }
 
 
@@ -405,6 +414,8 @@ CPU_UNSUPPORTED: dict[str, Callable[[], str | None]] = {"gemm_fp8": scaled_mm_cp
         ("moe_unpermute", {"T": 4096, "H": 7168, "E": 256, "K": 8}, {"fp32_simt": 440_401_920}, 528_744_448),
         # 3 per logit (minus the max, exp, add); logits, top_p and u fp32 read, tokens int32 written
         ("top_p_sampling", {"B": 64, "V": 151_936}, {"fp32_simt": 29_171_712}, 38_896_384),
+        # 2HT(576 + 512) tensor flops; q, the T cached latents and out in bf16, seq_lens int32
+        ("mla_decode", {"B": 64, "H": 128, "S": 8192, "T": 262_144}, {"bf16_tensor": 73_014_444_032}, 319_815_936),
         # 2*M*N*K; x (2MK) and y (2MN) bf16, packed weights N*K/2, bf16 scales 2*N*K/128
         ("w4a16_gemm", {"M": 16, "N": 10240, "K": 8192}, {"bf16_tensor": 2_684_354_560}, 43_843_584),
         # 2*M*N*K fp8 + one fma per output and K block; A, B 1 byte, C bf16, fp32 scales (128 + 32) * 56
@@ -445,6 +456,7 @@ def test_counts_are_exact(name: str, axes: dict[str, int], flops: dict[str, int]
 NOT_EVERY_TENSOR_ONCE = {
     "grouped_gemm_bf16": "the weights of empty experts need not be read",
     "paged_decode_attention": "only the pages of the T cached tokens need be read, not the whole pool",
+    "mla_decode": "only the T cached tokens' latents need be read, not the cache's unused slots",
 }
 
 

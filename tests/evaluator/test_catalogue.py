@@ -29,7 +29,7 @@ EXPECTED = {
     "attention_fwd", "attention_bwd", "layernorm", "rope", "gemv_bf16", "prefix_sum", "cross_entropy",
     "silu_and_mul", "gelu_and_mul", "fp8_quant_per_token", "fp8_quant_per_block", "transpose", "w4a16_gemm",
     "fp8_blockscaled_gemm", "moe_router_topk", "moe_permute", "paged_decode_attention", "selective_scan",
-    "histogram", "sort_keys", "moe_unpermute", "top_p_sampling", "mla_decode",
+    "histogram", "sort_keys", "moe_unpermute", "top_p_sampling", "mla_decode", "moe_gemm_swiglu",
 }  # fmt: skip
 Kernel = Callable[..., None]
 
@@ -288,6 +288,15 @@ def mla_decode_with_fp8_latent_values(q: torch.Tensor, kv: torch.Tensor, seq_len
         out[row] = probs @ fp8(cache[:, :512])
 
 
+def moe_gemm_swiglu_with_fp8_weights(X: torch.Tensor, W13: torch.Tensor, group_offsets: torch.Tensor, Y: torch.Tensor) -> None:
+    """The right computation in fp32, on expert weights rounded to fp8 (2^-4 relative)."""
+    width, offsets = Y.shape[1], group_offsets.tolist()
+    for expert in range(W13.shape[0]):
+        start, end = offsets[expert], offsets[expert + 1]
+        h = X[start:end].float() @ fp8(W13[expert]).t()
+        Y[start:end] = torch.nn.functional.silu(h[:, :width]) * h[:, width:]
+
+
 LOWER_PRECISION: dict[str, Kernel] = {
     "vector_add": vector_add_in_fp16,
     "gemm_bf16": gemm_bf16_from_fp8_inputs,
@@ -319,6 +328,7 @@ LOWER_PRECISION: dict[str, Kernel] = {
     "moe_unpermute": moe_unpermute_of_fp8_rows,
     "top_p_sampling": top_p_sampling_of_bf16_logits,
     "mla_decode": mla_decode_with_fp8_latent_values,
+    "moe_gemm_swiglu": moe_gemm_swiglu_with_fp8_weights,
 }
 
 
@@ -416,6 +426,13 @@ CPU_UNSUPPORTED: dict[str, Callable[[], str | None]] = {"gemm_fp8": scaled_mm_cp
         ("top_p_sampling", {"B": 64, "V": 151_936}, {"fp32_simt": 29_171_712}, 38_896_384),
         # 2HT(576 + 512) tensor flops; q, the T cached latents and out in bf16, seq_lens int32
         ("mla_decode", {"B": 64, "H": 128, "S": 8192, "T": 262_144}, {"bf16_tensor": 73_014_444_032}, 319_815_936),
+        # 2 * 2TIK tensor + 5TI SIMT; X, the 7 non-empty experts' W13 (G // 8 = 1 empty), Y, 9 int32 offsets
+        (
+            "moe_gemm_swiglu",
+            {"T": 8192, "G": 8, "I": 2048, "K": 7168},
+            {"bf16_tensor": 481_036_337_152, "fp32_simt": 83_886_080},
+            562_036_772,
+        ),
         # 2*M*N*K; x (2MK) and y (2MN) bf16, packed weights N*K/2, bf16 scales 2*N*K/128
         ("w4a16_gemm", {"M": 16, "N": 10240, "K": 8192}, {"bf16_tensor": 2_684_354_560}, 43_843_584),
         # 2*M*N*K fp8 + one fma per output and K block; A, B 1 byte, C bf16, fp32 scales (128 + 32) * 56
@@ -457,6 +474,7 @@ NOT_EVERY_TENSOR_ONCE = {
     "grouped_gemm_bf16": "the weights of empty experts need not be read",
     "paged_decode_attention": "only the pages of the T cached tokens need be read, not the whole pool",
     "mla_decode": "only the T cached tokens' latents need be read, not the cache's unused slots",
+    "moe_gemm_swiglu": "the weights of empty experts need not be read",
 }
 
 

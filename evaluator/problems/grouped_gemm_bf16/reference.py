@@ -66,7 +66,7 @@ def reference(inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> dict[str
     return {"Y": y}
 
 
-def _grouped_mm_works(x: torch.Tensor) -> bool:
+def grouped_mm_works(x: torch.Tensor) -> bool:
     # torch._grouped_mm exists from torch 2.8 and runs on sm_90 and newer CUDA devices only.
     if not hasattr(torch, "_grouped_mm") or x.device.type != "cuda":
         return False
@@ -74,7 +74,7 @@ def _grouped_mm_works(x: torch.Tensor) -> bool:
 
 
 def baseline(X: torch.Tensor, W: torch.Tensor, group_offsets: torch.Tensor, Y: torch.Tensor) -> None:
-    if _grouped_mm_works(X):
+    if grouped_mm_works(X):
         Y.copy_(torch._grouped_mm(X, W.transpose(1, 2), offs=group_offsets[1:]))
         return
     offsets = group_offsets.tolist()

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from evaluator.problems._sampling import BASIC_DISTRIBUTIONS, draw
-from evaluator.problems.grouped_gemm_bf16.reference import grouped_mm_works, group_sizes
+from evaluator.problems.grouped_gemm_bf16.reference import group_sizes, grouped_mm_works
 
 
 def generate_inputs(

@@ -30,6 +30,7 @@ EXPECTED = {
     "silu_and_mul", "gelu_and_mul", "fp8_quant_per_token", "fp8_quant_per_block", "transpose", "w4a16_gemm",
     "fp8_blockscaled_gemm", "moe_router_topk", "moe_permute", "paged_decode_attention", "selective_scan",
     "histogram", "sort_keys", "moe_unpermute", "top_p_sampling", "mla_decode", "moe_gemm_swiglu",
+    "reduction_sum",
 }  # fmt: skip
 Kernel = Callable[..., None]
 
@@ -297,6 +298,16 @@ def moe_gemm_swiglu_with_fp8_weights(X: torch.Tensor, W13: torch.Tensor, group_o
         Y[start:end] = torch.nn.functional.silu(h[:, :width]) * h[:, width:]
 
 
+def reduction_sum_by_a_bf16_tree(x: torch.Tensor, y: torch.Tensor) -> None:
+    """A pairwise tree whose partial sums are kept in bf16 (accumulating in the input's type)."""
+    partial = x.bfloat16()
+    while partial.shape[-1] > 1:
+        if partial.shape[-1] % 2:
+            partial = torch.nn.functional.pad(partial, (0, 1))
+        partial = (partial[..., 0::2].float() + partial[..., 1::2].float()).bfloat16()
+    y.copy_(partial[..., 0])
+
+
 LOWER_PRECISION: dict[str, Kernel] = {
     "vector_add": vector_add_in_fp16,
     "gemm_bf16": gemm_bf16_from_fp8_inputs,
@@ -329,6 +340,7 @@ LOWER_PRECISION: dict[str, Kernel] = {
     "top_p_sampling": top_p_sampling_of_bf16_logits,
     "mla_decode": mla_decode_with_fp8_latent_values,
     "moe_gemm_swiglu": moe_gemm_swiglu_with_fp8_weights,
+    "reduction_sum": reduction_sum_by_a_bf16_tree,
 }
 
 
@@ -433,6 +445,8 @@ CPU_UNSUPPORTED: dict[str, Callable[[], str | None]] = {"gemm_fp8": scaled_mm_cp
             {"bf16_tensor": 481_036_337_152, "fp32_simt": 83_886_080},
             562_036_772,
         ),
+        # N - 1 adds per row; x read and y written, 4 bytes each
+        ("reduction_sum", {"R": 1, "N": 16_777_216}, {"fp32_simt": 16_777_215}, 67_108_868),
         # 2*M*N*K; x (2MK) and y (2MN) bf16, packed weights N*K/2, bf16 scales 2*N*K/128
         ("w4a16_gemm", {"M": 16, "N": 10240, "K": 8192}, {"bf16_tensor": 2_684_354_560}, 43_843_584),
         # 2*M*N*K fp8 + one fma per output and K block; A, B 1 byte, C bf16, fp32 scales (128 + 32) * 56

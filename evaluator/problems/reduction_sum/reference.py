@@ -1,0 +1,27 @@
+"""reduction_sum inputs, reference (fp64) and baseline (torch.sum)."""
+
+from __future__ import annotations
+
+import torch
+
+from evaluator.problems._sampling import BASIC_DISTRIBUTIONS, draw
+
+
+def generate_inputs(
+    axes: dict[str, int], seed: int, device: str | torch.device, distribution: str = "normal"
+) -> dict[str, torch.Tensor]:
+    """A basic distribution as drawn, or `positive`: the absolute values of normal ones."""
+    positive = distribution == "positive"
+    if not positive and distribution not in BASIC_DISTRIBUTIONS:
+        raise ValueError(f"reduction_sum has no distribution {distribution!r}")
+    x = draw("x", (axes["R"], axes["N"]), axes, seed, device, distribution, "normal" if positive else None)
+    return {"x": x.abs_() if positive else x}
+
+
+def reference(inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> dict[str, torch.Tensor]:
+    """In fp64 from the exact fp32 inputs (its own error ~N 2^-53 of the partial sums)."""
+    return {"y": inputs["x"].double().sum(dim=-1)}
+
+
+def baseline(x: torch.Tensor, y: torch.Tensor) -> None:
+    torch.sum(x, dim=-1, out=y)

@@ -1,0 +1,57 @@
+"""reduction_sum beyond the catalogue-wide checks of test_catalogue.py: the mistakes a reduction
+kernel typically makes (caught on the CPU shapes) and the harness on the CPU development device.
+Why the tolerance fails a bf16 accumulator but passes fp32 trees: its problem.toml."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.evaluator.problem_checks import assert_example_and_baseline_pass, assert_wrong_kernel_fails
+from tests.harness_helpers import evaluate_file
+
+NAME = "reduction_sum"
+
+
+def sum_without_the_tail(x: torch.Tensor, y: torch.Tensor) -> None:
+    """Only whole vectors of 4 summed: the N mod 4 elements at each row's end are lost."""
+    whole = x.shape[1] - x.shape[1] % 4
+    torch.sum(x[:, :whole], dim=-1, out=y)
+
+
+def mean_instead_of_sum(x: torch.Tensor, y: torch.Tensor) -> None:
+    torch.mean(x, dim=-1, out=y)
+
+
+def sum_of_magnitudes(x: torch.Tensor, y: torch.Tensor) -> None:
+    """|x| summed (a norm, not a sum): right only where every element is positive."""
+    torch.sum(x.abs(), dim=-1, out=y)
+
+
+WRONG = [
+    # one lost element of a long positive row is within 2e-5 of its sum: the mixed-sign rows catch it
+    pytest.param(sum_without_the_tail, ("normal", "uniform", "outliers"), id="tail"),
+    pytest.param(mean_instead_of_sum, None, id="mean"),
+    pytest.param(sum_of_magnitudes, ("normal", "uniform", "outliers"), id="magnitudes"),
+]
+
+
+@pytest.mark.parametrize(("wrong", "exposed_by"), WRONG)
+def test_a_wrong_kernel_fails_the_tolerance(wrong: Callable[..., None], exposed_by: tuple[str, ...] | None) -> None:
+    assert_wrong_kernel_fails(NAME, wrong, exposed_by)
+
+
+def test_the_example_and_the_baseline_pass_through_the_harness(tmp_path: Path) -> None:
+    assert_example_and_baseline_pass(NAME, tmp_path)
+
+
+def test_the_harness_reports_a_wrong_submission_as_incorrect(tmp_path: Path) -> None:
+    path = tmp_path / "reduction_wrong.py"
+    path.write_text(f"import torch\n\n\n{inspect.getsource(sum_without_the_tail)}\n\nkernel = sum_without_the_tail\n")
+    report = evaluate_file(NAME, path, "--device", "cpu")
+    assert report["status"] == "INCORRECT_NUMERICAL", report["message"]
+    assert "outside tolerance" in report["message"]

@@ -10,9 +10,11 @@
 #              (all shapes) in one cluster; the witness's new split (witness.*) in each sample.
 # PART nospare (nvidia-h200): the same vector_add cases without warm spares (timing quality: each
 #              shape's median with and without a spare), then measurement_quality.py.
-# PART new     (nvidia-h200): the self-check of the problems not yet run on a GPU (one half with
-#              `new 1` / `new 2`), then their examples and baselines through the runner under the
-#              witness, as many as the budget allows.
+# PART new     (nvidia-h200): the self-check of the problems not yet run under the witness (part K
+#              of N with `new K N`), then their examples and baselines through the runner under the
+#              witness, as many as the budget allows. Round 8 self-checked 14 of them (not through
+#              the runner); seven came after it (histogram, sort_keys, moe_unpermute, top_p_sampling,
+#              mla_decode, moe_gemm_swiglu, reduction_sum), and moe_router_topk's inputs changed (v2).
 # PART multi   (nvidia-h200-x2): the multi-GPU problems on their ranked shapes (judge_wait_us now
 #              recorded), then a runner node serving x1 and x2 jobs together.
 set -u
@@ -32,13 +34,13 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir $WHEE
 # Problems an H200 has run under the witness through the runner (rounds 5-7); every other single-GPU
 # problem is "new" here. gemv_bf16's baseline and prefix_sum's pair were cut from round 7.
 SEEN="vector_add gemm_bf16 gemm_fp8 grouped_gemm_bf16 rmsnorm softmax swiglu attention_fwd attention_bwd layernorm rope"
-new_problems() {  # HALF: 1 or 2 (the runner jobs of all of them take about two calls), 0: all
-    python3 - "$SEEN" "${1:-0}" <<'EOF'
+new_problems() {  # PART OF: part PART (1..OF) of them, every OF-th name (their runner jobs take several calls); 0: all
+    python3 - "$SEEN" "${1:-0}" "${2:-2}" <<'EOF'
 import sys
 from evaluator.problems import load_catalogue
-seen, half = set(sys.argv[1].split()), int(sys.argv[2])
+seen, part, of = set(sys.argv[1].split()), int(sys.argv[2]), int(sys.argv[3])
 names = sorted(n for n, p in load_catalogue().items() if p.kind == "single" and n not in seen)
-print(",".join(names if not half else names[half - 1::2]))
+print(",".join(names if not part else names[part - 1::of]))
 EOF
 }
 case "$PART" in
@@ -55,8 +57,8 @@ nospare)
     timeout $(( $(left) - 20 )) python3 benchmarks/measurement_quality.py --out "$R/measurement_quality.json" \
         > "$R/quality.log" 2>&1; echo "quality rc=$?"; tail -5 "$R/quality.log"
     ;;
-new)  # bash device_round8.sh new [1|2]: one half of them (their runner jobs take about two calls)
-    NEW=$(new_problems "${2:-0}"); echo "new: $NEW" | tee "$R/new.txt"
+new)  # bash device_round8.sh new PART OF: part PART of OF (21 problems: about 4 calls, OF = 4)
+    NEW=$(new_problems "${2:-0}" "${3:-2}"); echo "new: $NEW" | tee "$R/new.txt"
     timeout 150 python3 -m evaluator.problems.selfcheck ${NEW//,/ } --device cuda --gpu h200 --shapes quick \
         > "$R/selfcheck_new.txt" 2>&1; echo "selfcheck rc=$?"; tail -3 "$R/selfcheck_new.txt"
     timeout $(( $(left) - 15 )) python3 benchmarks/false_positives.py --device cuda --gpu-type h200 \

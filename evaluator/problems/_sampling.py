@@ -67,6 +67,24 @@ def draw(
     return sample(shape, sampler or distribution, gen, device)
 
 
+def draw_signed_or_positive(
+    problem: str,
+    name: str,
+    shape: tuple[int, ...],
+    axes: dict[str, int],
+    seed: int,
+    device: str | torch.device,
+    distribution: str,
+) -> torch.Tensor:
+    """A basic distribution as drawn, or ``positive``: the absolute values of normal draws (sums
+    that grow without cancelling: prefix_sum, reduction_sum)."""
+    positive = distribution == "positive"
+    if not positive and distribution not in BASIC_DISTRIBUTIONS:
+        raise ValueError(f"{problem} has no distribution {distribution!r}")
+    x = draw(name, shape, axes, seed, device, distribution, "normal" if positive else None)
+    return x.abs_() if positive else x
+
+
 def row_scales(
     rows: int, axes: dict[str, int], seed: int, device: str | torch.device, name: str, octaves: float = 3.0
 ) -> torch.Tensor:

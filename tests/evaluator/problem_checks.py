@@ -3,6 +3,7 @@ that expose it, and the example and the baseline pass the real harness (CLI) on 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,3 +44,19 @@ def assert_example_and_baseline_pass(name: str, tmp_path: Path) -> None:
         report = evaluate_file(name, path, "--device", "cpu")
         assert report["status"] == "PASSED", (path.name, report["message"])
         assert [shape["shape_id"] for shape in report["shapes"]] == cpu_shapes
+
+
+def submission_source(kernel: Callable[..., None], imports: str = "import torch\n") -> str:
+    """A submission file whose ``kernel`` is this test function (its source under ``imports``)."""
+    return f"{imports}\n\n{inspect.getsource(kernel)}\n\nkernel = {kernel.__name__}\n"
+
+
+def assert_harness_reports_incorrect(
+    name: str, wrong: Callable[..., None], tmp_path: Path, imports: str = "import torch\n"
+) -> None:
+    """``wrong`` as a whole submission through the CLI harness on the CPU: INCORRECT_NUMERICAL."""
+    path = tmp_path / f"{name}_wrong.py"
+    path.write_text(submission_source(wrong, imports))
+    report = evaluate_file(name, path, "--device", "cpu")
+    assert report["status"] == "INCORRECT_NUMERICAL", report["message"]
+    assert "outside tolerance" in report["message"]

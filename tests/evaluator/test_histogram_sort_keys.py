@@ -5,7 +5,6 @@ example and the baseline pass; a wrong kernel is INCORRECT_NUMERICAL)."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,8 +12,11 @@ import pytest
 import torch
 
 from evaluator.problems import get_problem
-from tests.evaluator.problem_checks import assert_example_and_baseline_pass, assert_wrong_kernel_fails
-from tests.harness_helpers import evaluate_file
+from tests.evaluator.problem_checks import (
+    assert_example_and_baseline_pass,
+    assert_harness_reports_incorrect,
+    assert_wrong_kernel_fails,
+)
 
 NAMES = ["histogram", "sort_keys"]
 
@@ -118,11 +120,6 @@ def test_a_wrong_kernel_fails_the_tolerance(
 # ---------------------------------------------------------------- the harness, CPU device
 
 
-def submission(kernel: Callable[..., None]) -> str:
-    """A submission file whose ``kernel`` is this function of the module."""
-    return f"import torch\n\n\n{inspect.getsource(kernel)}\n\nkernel = {kernel.__name__}\n"
-
-
 @pytest.mark.parametrize("name", NAMES)
 def test_the_example_and_the_baseline_pass_through_the_harness(name: str, tmp_path: Path) -> None:
     assert_example_and_baseline_pass(name, tmp_path)
@@ -131,11 +128,5 @@ def test_the_example_and_the_baseline_pass_through_the_harness(name: str, tmp_pa
 @pytest.mark.parametrize(
     ("name", "wrong"), [("histogram", histogram_without_the_tail), ("sort_keys", sort_keys_as_unsigned)], ids=NAMES
 )
-def test_the_harness_reports_a_wrong_submission_as_incorrect(
-    name: str, wrong: Callable[..., None], tmp_path: Path
-) -> None:
-    path = tmp_path / f"{name}_wrong.py"
-    path.write_text(submission(wrong))
-    report = evaluate_file(name, path, "--device", "cpu")
-    assert report["status"] == "INCORRECT_NUMERICAL", report["message"]
-    assert "outside tolerance" in report["message"]
+def test_the_harness_reports_a_wrong_submission_as_incorrect(name: str, wrong: Callable[..., None], tmp_path: Path) -> None:
+    assert_harness_reports_incorrect(name, wrong, tmp_path)

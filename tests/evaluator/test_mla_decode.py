@@ -4,7 +4,6 @@ bf16 scores failing, and the harness on the CPU development device."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,8 +11,11 @@ import pytest
 import torch
 
 from evaluator.problems import get_problem
-from tests.evaluator.problem_checks import assert_example_and_baseline_pass, assert_wrong_kernel_fails
-from tests.harness_helpers import evaluate_file
+from tests.evaluator.problem_checks import (
+    assert_example_and_baseline_pass,
+    assert_harness_reports_incorrect,
+    assert_wrong_kernel_fails,
+)
 
 NAME = "mla_decode"
 
@@ -84,9 +86,4 @@ def test_the_example_and_the_baseline_pass_through_the_harness(tmp_path: Path) -
 
 
 def test_the_harness_reports_a_wrong_submission_as_incorrect(tmp_path: Path) -> None:
-    path = tmp_path / "mla_wrong.py"
-    path.write_text(f"import torch\n\n\n{inspect.getsource(mla_over_the_whole_cache)}\n\n"
-                    "kernel = mla_over_the_whole_cache\n")
-    report = evaluate_file(NAME, path, "--device", "cpu")
-    assert report["status"] == "INCORRECT_NUMERICAL", report["message"]
-    assert "outside tolerance" in report["message"]
+    assert_harness_reports_incorrect(NAME, mla_over_the_whole_cache, tmp_path)

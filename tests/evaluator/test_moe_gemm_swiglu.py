@@ -4,7 +4,6 @@ shapes) and the harness on the CPU development device."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,8 +13,11 @@ import torch.nn.functional as F
 
 from evaluator.problems import get_problem
 from evaluator.problems.grouped_gemm_bf16.counts import empty_groups
-from tests.evaluator.problem_checks import assert_example_and_baseline_pass, assert_wrong_kernel_fails
-from tests.harness_helpers import evaluate_file
+from tests.evaluator.problem_checks import (
+    assert_example_and_baseline_pass,
+    assert_harness_reports_incorrect,
+    assert_wrong_kernel_fails,
+)
 
 NAME = "moe_gemm_swiglu"
 
@@ -85,10 +87,4 @@ def test_the_example_and_the_baseline_pass_through_the_harness(tmp_path: Path) -
 
 
 def test_the_harness_reports_a_wrong_submission_as_incorrect(tmp_path: Path) -> None:
-    path = tmp_path / "moe_gemm_swiglu_wrong.py"
-    source = inspect.getsource(swiglu_with_the_next_experts_weights)
-    path.write_text(f"import torch\nimport torch.nn.functional as F\n\n\n{source}\n\n"
-                    "kernel = swiglu_with_the_next_experts_weights\n")
-    report = evaluate_file(NAME, path, "--device", "cpu")
-    assert report["status"] == "INCORRECT_NUMERICAL", report["message"]
-    assert "outside tolerance" in report["message"]
+    assert_harness_reports_incorrect(NAME, swiglu_with_the_next_experts_weights, tmp_path, "import torch\nimport torch.nn.functional as F\n")

@@ -4,7 +4,6 @@ typically makes (caught on the CPU shapes) and the harness on the CPU developmen
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,8 +11,11 @@ import pytest
 import torch
 
 from evaluator.problems import get_problem
-from tests.evaluator.problem_checks import assert_example_and_baseline_pass, assert_wrong_kernel_fails
-from tests.harness_helpers import evaluate_file
+from tests.evaluator.problem_checks import (
+    assert_example_and_baseline_pass,
+    assert_harness_reports_incorrect,
+    assert_wrong_kernel_fails,
+)
 
 NAME = "moe_unpermute"
 
@@ -80,9 +82,4 @@ def test_the_example_and_the_baseline_pass_through_the_harness(tmp_path: Path) -
 
 
 def test_the_harness_reports_a_wrong_submission_as_incorrect(tmp_path: Path) -> None:
-    path = tmp_path / "moe_unpermute_wrong.py"
-    path.write_text(f"import torch\n\n\n{inspect.getsource(unpermute_in_token_order)}\n\n"
-                    "kernel = unpermute_in_token_order\n")
-    report = evaluate_file(NAME, path, "--device", "cpu")
-    assert report["status"] == "INCORRECT_NUMERICAL", report["message"]
-    assert "outside tolerance" in report["message"]
+    assert_harness_reports_incorrect(NAME, unpermute_in_token_order, tmp_path)

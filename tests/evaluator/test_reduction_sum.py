@@ -4,15 +4,17 @@ Why the tolerance fails a bf16 accumulator but passes fp32 trees: its problem.to
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.evaluator.problem_checks import assert_example_and_baseline_pass, assert_wrong_kernel_fails
-from tests.harness_helpers import evaluate_file
+from tests.evaluator.problem_checks import (
+    assert_example_and_baseline_pass,
+    assert_harness_reports_incorrect,
+    assert_wrong_kernel_fails,
+)
 
 NAME = "reduction_sum"
 
@@ -50,8 +52,4 @@ def test_the_example_and_the_baseline_pass_through_the_harness(tmp_path: Path) -
 
 
 def test_the_harness_reports_a_wrong_submission_as_incorrect(tmp_path: Path) -> None:
-    path = tmp_path / "reduction_wrong.py"
-    path.write_text(f"import torch\n\n\n{inspect.getsource(sum_without_the_tail)}\n\nkernel = sum_without_the_tail\n")
-    report = evaluate_file(NAME, path, "--device", "cpu")
-    assert report["status"] == "INCORRECT_NUMERICAL", report["message"]
-    assert "outside tolerance" in report["message"]
+    assert_harness_reports_incorrect(NAME, sum_without_the_tail, tmp_path)

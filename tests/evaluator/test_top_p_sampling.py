@@ -4,7 +4,6 @@ mistakes a sampler typically makes (caught on the CPU shapes) and the harness on
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,9 +11,12 @@ import pytest
 import torch
 
 from evaluator.problems import get_problem
-from tests.evaluator.problem_checks import assert_example_and_baseline_pass, assert_wrong_kernel_fails
+from tests.evaluator.problem_checks import (
+    assert_example_and_baseline_pass,
+    assert_harness_reports_incorrect,
+    assert_wrong_kernel_fails,
+)
 from tests.evaluator.test_catalogue import cpu_cases
-from tests.harness_helpers import evaluate_file
 
 NAME = "top_p_sampling"
 
@@ -94,9 +96,4 @@ def test_the_example_and_the_baseline_pass_through_the_harness(tmp_path: Path) -
 
 
 def test_the_harness_reports_a_wrong_submission_as_incorrect(tmp_path: Path) -> None:
-    path = tmp_path / "top_p_wrong.py"
-    path.write_text(f"import torch\n\n\n{inspect.getsource(sampling_without_a_nucleus)}\n\n"
-                    "kernel = sampling_without_a_nucleus\n")
-    report = evaluate_file(NAME, path, "--device", "cpu")
-    assert report["status"] == "INCORRECT_NUMERICAL", report["message"]
-    assert "outside tolerance" in report["message"]
+    assert_harness_reports_incorrect(NAME, sampling_without_a_nucleus, tmp_path)

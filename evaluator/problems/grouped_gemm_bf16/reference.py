@@ -45,14 +45,19 @@ def generate_inputs(
         raise ValueError(f"T={t} must be at least G={g}")
     x = draw("X", (t, k), axes, seed, device, distribution)
     w = draw("W", (g, n, k), axes, seed, device, distribution).div_(math.sqrt(k))
-    offsets = [0]
-    for size in group_sizes(axes, seed):
-        offsets.append(offsets[-1] + size)
     return {
         "X": x.to(torch.bfloat16),
         "W": w.to(torch.bfloat16),
-        "group_offsets": torch.tensor(offsets, dtype=torch.int32, device=device),
+        "group_offsets": group_offsets(axes, seed, device),
     }
+
+
+def group_offsets(axes: dict[str, int], seed: int, device: str | torch.device) -> torch.Tensor:
+    """(G+1,) int32 cumulative offsets of ``group_sizes(axes, seed)``, starting at 0."""
+    offsets = [0]
+    for size in group_sizes(axes, seed):
+        offsets.append(offsets[-1] + size)
+    return torch.tensor(offsets, dtype=torch.int32, device=device)
 
 
 def reference(inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> dict[str, torch.Tensor]:

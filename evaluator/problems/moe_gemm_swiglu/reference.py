@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from evaluator.problems._sampling import BASIC_DISTRIBUTIONS, draw
-from evaluator.problems.grouped_gemm_bf16.reference import group_sizes, grouped_mm_works
+from evaluator.problems.grouped_gemm_bf16.reference import group_offsets, grouped_mm_works
 
 
 def generate_inputs(
@@ -30,13 +30,10 @@ def generate_inputs(
         raise ValueError(f"T={t} must be at least G={g}")
     x = draw("X", (t, k), axes, seed, device, distribution)
     w = draw("W13", (g, 2 * i, k), axes, seed, device, distribution).div_(math.sqrt(k))
-    offsets = [0]
-    for size in group_sizes({"T": t, "G": g}, seed):
-        offsets.append(offsets[-1] + size)
     return {
         "X": x.to(torch.bfloat16),
         "W13": w.to(torch.bfloat16),
-        "group_offsets": torch.tensor(offsets, dtype=torch.int32, device=device),
+        "group_offsets": group_offsets({"T": t, "G": g}, seed, device),
     }
 
 

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import torch
 
-from evaluator.problems._sampling import BASIC_DISTRIBUTIONS, draw
+from evaluator.problems._sampling import draw_signed_or_positive
 
 
 def generate_inputs(
     axes: dict[str, int], seed: int, device: str | torch.device, distribution: str = "normal"
 ) -> dict[str, torch.Tensor]:
     """A basic distribution as drawn, or `positive`: the absolute values of normal ones."""
-    positive = distribution == "positive"
-    if not positive and distribution not in BASIC_DISTRIBUTIONS:
-        raise ValueError(f"prefix_sum has no distribution {distribution!r}")
-    x = draw("x", (axes["R"], axes["N"]), axes, seed, device, distribution, "normal" if positive else None)
-    return {"x": x.abs_() if positive else x}
+    return {"x": draw_signed_or_positive("prefix_sum", "x", (axes["R"], axes["N"]), axes, seed, device, distribution)}
 
 
 def reference(inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> dict[str, torch.Tensor]:

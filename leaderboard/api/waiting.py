@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 import weakref
 from collections.abc import AsyncIterator
@@ -28,6 +29,7 @@ from leaderboard.api.presenters import evaluation_state, state_token, submission
 from leaderboard.api.views_submissions import SubmissionDetailView
 from leaderboard.models import Evaluation, Submission
 
+logger = logging.getLogger(__name__)
 detail_view = SubmissionDetailView.as_view()
 #: Keep-alive comment on an idle event stream (proxies drop silent connections).
 SSE_KEEPALIVE_S = 15.0
@@ -78,7 +80,13 @@ class StatusWatcher:
     async def _poll(self) -> None:
         interval = float(settings.SOLBOARD_WAIT_POLL_SECONDS)
         while self.waiters:
-            states = await sync_to_async(current_states, thread_sensitive=False)(list(self.waiters))
+            try:
+                states = await sync_to_async(current_states, thread_sensitive=False)(list(self.waiters))
+            except Exception:
+                # A failed read (the database restarting, out of connections) must not end the
+                # poller: the waiters already here would all sleep to their timeout.
+                logger.exception("reading the watched submissions' states failed; retrying")
+                states = {}
             for future, state in to_wake(states, self.waiters):
                 future.set_result(state)
             await asyncio.sleep(interval)
@@ -163,7 +171,8 @@ async def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
         return response
     since = request.GET.get("since")
     if since and since != response.data["state"]:
-        return response  # it changed while the client was away: answer at once
+        response["X-Wait-Outcome"] = "changed"  # it changed while the client was away: answer at once
+        return response
     changed = await watcher().wait_for_change(pk, since or response.data["state"], wait)
     if not changed:
         response["X-Wait-Outcome"] = "timeout"

@@ -90,10 +90,12 @@ def later(seconds: float, action: Any) -> threading.Timer:
 
 def test_a_long_poll_returns_as_soon_as_the_status_changes(server: str, token: str) -> None:
     submission_id = submitted(server, token)
+    known = call(server, token, f"/api/submissions/{submission_id}")[2]["state"]
     evaluation = Evaluation.objects.get(submission_id=submission_id)
     later(0.5, lambda: evaluation.transition("running"))
     started = time.monotonic()
-    status, headers, body = call(server, token, f"/api/submissions/{submission_id}?wait=20")
+    # ``since``: should the request reach the server after the change, it still ends "changed".
+    status, headers, body = call(server, token, f"/api/submissions/{submission_id}?wait=20&since={known}")
     elapsed = time.monotonic() - started
     assert status == 200 and body["status"] == "running" and headers["X-Wait-Outcome"] == "changed"
     assert 0.4 < elapsed < 5
@@ -112,8 +114,9 @@ def test_a_long_poll_answers_at_once_when_the_client_is_behind_or_it_is_finished
     _, _, before = call(server, token, f"/api/submissions/{submission_id}")
     Evaluation.objects.get(submission_id=submission_id).transition("running")
     started = time.monotonic()
-    _, _, body = call(server, token, f"/api/submissions/{submission_id}?wait=30&since={before['state']}")
+    _, headers, body = call(server, token, f"/api/submissions/{submission_id}?wait=30&since={before['state']}")
     assert body["status"] == "running" and time.monotonic() - started < 3
+    assert headers["X-Wait-Outcome"] == "changed"
     finish(Evaluation.objects.get(submission_id=submission_id), "failed")
     started = time.monotonic()
     assert call(server, token, f"/api/submissions/{submission_id}?wait=30")[2]["status"] == "finished"
@@ -170,10 +173,14 @@ def database_sessions() -> int:
 
 def test_many_waiters_leave_the_other_endpoints_responsive(server: str, token: str) -> None:
     submission_id = submitted(server, token)
+    known = call(server, token, f"/api/submissions/{submission_id}")[2]["state"]
     sessions_before = database_sessions()
     with ThreadPoolExecutor(max_workers=60) as pool:
-        waiters = [pool.submit(call, server, token, f"/api/submissions/{submission_id}?wait=20") for _ in range(50)]
-        time.sleep(1.0)  # all 50 are waiting now
+        # ``since``: a waiter whose request reaches the server only after the change (a loaded CI
+        # machine) answers at once instead of waiting for a second change that never comes.
+        waiters = [pool.submit(call, server, token, f"/api/submissions/{submission_id}?wait=20&since={known}")
+                   for _ in range(50)]
+        time.sleep(1.0)  # most of the 50 are waiting now
         assert database_sessions() - sessions_before < 10  # a waiting request holds no database connection
         started = time.monotonic()
         status, _, problems = call(server, token, "/api/problems")
@@ -181,6 +188,27 @@ def test_many_waiters_leave_the_other_endpoints_responsive(server: str, token: s
         Evaluation.objects.get(submission_id=submission_id).transition("running")
         outcomes = [future.result(timeout=30)[1]["X-Wait-Outcome"] for future in waiters]
     assert outcomes == ["changed"] * 50
+
+
+def test_a_failed_read_of_the_states_does_not_strand_the_waiters(monkeypatch: pytest.MonkeyPatch) -> None:
+    from leaderboard.api import waiting
+
+    reads = {"count": 0}
+
+    def flaky_read(submission_ids: list[int]) -> dict[int, str]:
+        reads["count"] += 1
+        if reads["count"] == 1:
+            raise RuntimeError("connection refused")
+        return {pk: "new" for pk in submission_ids}
+
+    monkeypatch.setattr(waiting, "current_states", flaky_read)
+
+    async def wait() -> bool:
+        return await waiting.StatusWatcher().wait_for_change(7, "old", timeout=5)
+
+    started = time.monotonic()
+    assert asyncio.run(wait()) is True
+    assert reads["count"] == 2 and time.monotonic() - started < 2
 
 
 def test_a_waiter_that_arrives_while_the_states_are_read_is_not_woken_by_that_read() -> None:

@@ -177,8 +177,8 @@ class TimingStats(_Model):
     )
     judge_wait_us: list[float] | None = Field(
         default=None,
-        description="Multi-GPU problems on a GPU: the judge's own clock per timed iteration (its wait from "
-        "'run' to the last rank's answer, less run-queue time), [median, 10th percentile]. Recorded to set "
+        description="Multi-GPU problems on a GPU: the judge's own clock per checked timed iteration (its wait "
+        "from 'run' to the last rank's answer, less its own wake-up delay), [median, 10th percentile]. Recorded to set "
         "the tolerance of a judge's-clock witness from honest figures; not a witness yet.",
     )
     rank_diagnostics: list[dict[str, float]] | None = Field(
@@ -241,8 +241,8 @@ class Witness(_Model):
     kernels_per_call: int = Field(default=0, description="Kernels ncu saw in one witnessed call.")
     judge_round_trip_us: float | None = Field(
         default=None,
-        description="How long a timed call kept the judge waiting, less the child's run-queue time (CPU: "
-        "the median, which is the witness; GPU: the 10th percentile, which bounds hidden host work).",
+        description="How long a checked timed call kept the judge waiting, less the judge's own wake-up delay "
+        "(CPU: the median, which is the witness; GPU: the 10th percentile, which bounds hidden host work).",
     )
     floor_us: float = Field(
         description="Lowest ranked median the witness accepts: median_us*(1-rel) - (abs + per-kernel allowance)."

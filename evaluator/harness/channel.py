@@ -28,6 +28,16 @@ class ChannelTimeout(RuntimeError):
     """No complete frame arrived before the deadline."""
 
 
+def own_run_queue_ns() -> int:
+    """Time the calling thread has spent runnable but waiting for a CPU (the kernel's accounting
+    in /proc/thread-self/schedstat, ns; 0 where unreadable)."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as handle:
+            return int(handle.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def encode(message: dict[str, Any]) -> bytes:
     body = json.dumps(message, separators=(",", ":"), allow_nan=False).encode()
     return HEADER.pack(len(body)) + body
@@ -76,6 +86,9 @@ class FrameReader:
         self.fd = fd
         self.buffer = b""
         self.closed = False
+        #: How long the reader's thread sat in the run queue between the last readable wake-up of
+        #: ``next`` and its return: the judge's own wake-up delay after the frame arrived (ns).
+        self.wake_queue_ns = 0
 
     def _pop_frame(self) -> dict[str, Any] | None:
         if len(self.buffer) < HEADER.size:
@@ -91,6 +104,7 @@ class FrameReader:
 
     def next(self, deadline: float) -> dict[str, Any]:
         """The next frame; ChannelTimeout after ``deadline`` (time.monotonic), ChannelError on EOF."""
+        self.wake_queue_ns = 0
         while True:
             frame = self._pop_frame()
             if frame is not None:
@@ -100,8 +114,13 @@ class FrameReader:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise ChannelTimeout()
+            # Read just before the wait and just after: the queue time of the blocking select is
+            # time after the other side wrote (a sleeping thread is not in the run queue), never
+            # time the reader was preempted while the other side still worked.
+            queued = own_run_queue_ns()
             ready, _, _ = select.select([self.fd], [], [], min(remaining, 1.0))
             if ready:
+                self.wake_queue_ns = own_run_queue_ns() - queued
                 chunk = os.read(self.fd, 1 << 16)
                 if not chunk:
                     self.closed = True

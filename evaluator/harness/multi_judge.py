@@ -39,7 +39,7 @@ from evaluator.harness.judge import (
     trial_label,
     trial_seeds,
 )
-from evaluator.harness.judge_timing import CHECK_ONE_IN, MIN_CHECKS, low_percentile, run_queue_ns
+from evaluator.harness.judge_timing import CHECK_ONE_IN, MIN_CHECKS, judge_clock
 from evaluator.harness.multi_env import rank_environment
 from evaluator.harness.outcome import JudgeOutcome
 from evaluator.harness.ranks import (
@@ -86,6 +86,7 @@ class Iterations:
     samples_us: list[float] = field(default_factory=list)  # per iteration: the slowest rank's claim
     per_rank_us: list[list[float]] = field(default_factory=list)
     judge_wait_us: list[float] = field(default_factory=list)
+    checked_wait_us: list[float] = field(default_factory=list)  # of the iterations the judge checked
     warmup: int = 0
     checks: int = 0
     failure: tuple[str, str] | None = None  # (status, message)
@@ -382,11 +383,8 @@ class MultiJudge:
     def _record(self, report: dict[str, Any], shape: Shape, iterations: Iterations) -> None:
         report["timing"] = self._stats(iterations)
         report["baseline_timing"] = self.baselines[shape.shape_id]
-        report["judge"] = {
-            "round_trip_us": statistics.median(iterations.judge_wait_us),
-            "round_trip_low_us": low_percentile(iterations.judge_wait_us),
-            "calls": len(iterations.samples_us), "checked_calls": iterations.checks,
-        }
+        report["judge"] = judge_clock(iterations.judge_wait_us, iterations.checked_wait_us,
+                                      len(iterations.samples_us), iterations.checks)
         report["checks"].append({
             "trial": f"{iterations.checks} timed iterations checked by the judge (every rank)",
             "distribution": self.problem.distributions[0], "seed": None, "passed": True, "status": "PASSED",
@@ -461,15 +459,12 @@ class MultiJudge:
 
     def _one_iteration(self, set_index: int, warmup: bool, iterations: Iterations) -> list[float] | None:
         """Start one iteration on every rank; the claims, or None when it failed (``failure`` set)."""
-        pids = self.ranks.pids()
-        queued = [run_queue_ns(pid) for pid in pids]
         began = time.monotonic()
         self.ranks.send_all({"type": "run", "set": set_index, "warmup": warmup})
         answers = self.ranks.gather("ran")
-        waited_us = (time.monotonic() - began) * 1e6
-        # The judge's wait less the longest a rank sat in the run queue meanwhile: a busy machine does
-        # not stretch it; a rank that sleeps or computes on the host still counts whole.
-        delays_us = [(run_queue_ns(pid) - before) / 1e3 for pid, before in zip(pids, queued)]
+        # The judge's wait less its own wake-up delay after the last rank answered; the ranks'
+        # run-queue time is theirs to inflate, so none of it is taken off (judge_timing._loop).
+        waited_us = (time.monotonic() - began) * 1e6 - self.ranks.wake_queue_ns / 1e3
         for rank, answer in enumerate(answers):
             if answer.get("problem"):
                 iterations.failure = ("REJECTED", f"rank {rank}: {answer['problem']}")
@@ -477,13 +472,15 @@ class MultiJudge:
         claims = [_claim(rank, answer) for rank, answer in enumerate(answers)]
         iterations.last_late = not warmup and any(answer.get("late") is True for answer in answers)
         if not warmup:
-            iterations.judge_wait_us.append(max(waited_us - max(delays_us, default=0.0), 0.0))
+            iterations.judge_wait_us.append(max(waited_us, 0.0))
         return claims
 
     def _check(self, axes: dict[str, int], buffers: list[RankBuffers], global_inputs: dict[str, torch.Tensor],
                iterations: Iterations) -> None:
         status, message, _ = self.verify(axes, buffers, global_inputs)
         iterations.checks += 1
+        if iterations.judge_wait_us:
+            iterations.checked_wait_us.append(iterations.judge_wait_us[-1])
         if status != "PASSED":
             iterations.failure = ("REJECTED", (f"timed iteration {len(iterations.samples_us)} wrote a wrong output "
                                                f"(caching, replay or less work when timed; classes 5 and 9): {message}"))

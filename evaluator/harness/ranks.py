@@ -53,6 +53,8 @@ class RankGroup:
         ]
         #: The first failure: from then on no rank is asked anything (the judge kills them all).
         self.failure: RankFailure | None = None
+        #: The judge's run-queue time after the wake-up that completed the last gather (ns).
+        self.wake_queue_ns = 0
 
     @property
     def world_size(self) -> int:
@@ -92,6 +94,7 @@ class RankGroup:
 
     def _gather(self, expected: tuple[str, ...]) -> list[dict[str, Any]]:
         answers: dict[int, dict[str, Any]] = {}
+        self.wake_queue_ns = 0
         deadline = min(child.deadline for child in self.children)
         while len(answers) < self.world_size:
             pending = [rank for rank in range(self.world_size) if rank not in answers]
@@ -130,7 +133,10 @@ class RankGroup:
             raise RankTimeout(pending[0] if len(pending) == 1 else None,
                               f"rank(s) {', '.join(map(str, pending))} did not answer")
         descriptors = [self.children[rank].from_child for rank in pending]
-        select.select(descriptors, [], [], min(remaining, 0.5))
+        queued = channel.own_run_queue_ns()
+        ready, _, _ = select.select(descriptors, [], [], min(remaining, 0.5))
+        if ready:  # the last wake-up of a gather is the judge's delay after the last answer
+            self.wake_queue_ns = channel.own_run_queue_ns() - queued
 
     def pids(self) -> list[int]:
         return [child.process.pid for child in self.children if hasattr(child, "process")]

@@ -15,8 +15,8 @@ result is confirmed only when a witness agrees with it (docs/security.md, "Timin
   start/stop calls, only a process ncu started may connect, and the job's other processes are
   killed around the session (``process_tree``; docs/security.md has the table).
 - CPU development device: the **judge's clock**: the median time the judge waited for a timed call
-  of the child (from handing it fresh inputs to its next request), which the child can lengthen
-  but never shorten.
+  of the child (from handing it fresh inputs to its next request, less the judge's own wake-up
+  delay), over the calls the judge checked, which the child can lengthen but never shorten.
 
 A reported median below ``witness * (1 - REL) - (ABS_US + PER_KERNEL_US * kernels)`` is
 REJECTED "timing not confirmed". On the GPU the judge's clock also bounds hidden host work: a
@@ -101,7 +101,7 @@ class CallTimes:
 
 
 def judge_wall_witness(report: dict[str, Any]) -> dict[str, Any] | None:
-    """CPU: the judge's round-trip median as the witness."""
+    """CPU: the judge's round-trip median (over its checked calls) as the witness."""
     judge = report.get("judge") or {}
     round_trip = judge.get("round_trip_us")
     timing = report.get("timing")

@@ -18,6 +18,7 @@ CASES = {
     "c04_forge_report": ({"REJECTED"}, "forged report"),
     "c16_early_ready": ({"REJECTED"}, "forged report"),
     "c16_patch_json_encoder": ({"REJECTED"}, "timing not confirmed"),
+    "c16_starve_judge_clock": ({"REJECTED"}, "timing not confirmed"),
     "c05_cache_by_pointer": ({"REJECTED", "INCORRECT_NUMERICAL"}, ""),
     "c06_read_reference": ({"INCORRECT_NUMERICAL"}, "outside tolerance"),
     "c07_zero_inputs": ({"REJECTED"}, "class 7"),
@@ -52,3 +53,12 @@ def test_the_public_seed_cheat_fools_the_public_trials_but_not_the_timed_calls_o
     assert all(check["passed"] for check in shape["checks"])
     assert report["status"] == "REJECTED"
     assert "timed call" in shape["message"]
+
+
+def test_a_forged_claim_the_judges_clock_rejects_is_timed_again_and_rejected_again() -> None:
+    # On the CPU an unconfirmed timing is re-timed once (a busy machine delays every wake-up of the
+    # child); the forgery disagrees with the judge's clock the second time too.
+    report = evaluate_file("vector_add", CHEATS / "c16_starve_judge_clock.py", *RANKED, stdin="424242\n")
+    assert report["status"] == "REJECTED" and "timing not confirmed" in report["message"]
+    assert any("timed again" in note for note in report["notes"])
+    assert not report["rank_eligible"]

@@ -418,6 +418,41 @@ def test_a_faster_than_light_shape_is_rejected_with_its_figures_shown() -> None:
     assert report.status is Status.REJECTED and not report.rank_eligible and report.problem_score is None
 
 
+def test_the_judges_clock_is_taken_over_the_calls_it_checked() -> None:
+    from evaluator.harness.judge_timing import judge_clock
+
+    # A submission that skips the work on the calls it hopes go unchecked: 1 us each, while every
+    # call the judge checked (chosen after the call) did the work, 900-1100 us.
+    every = [1.0] * 16 + [900.0, 1000.0, 1100.0]
+    clock = judge_clock(every, [900.0, 1000.0, 1100.0], calls=19, checks=3)
+    assert clock["round_trip_us"] == 1000.0 and clock["round_trip_low_us"] == 900.0
+    assert clock["round_trip_all_us"] == 1.0 and clock["checked_calls"] == 3
+    assert judge_clock([], [], calls=0, checks=0)["round_trip_us"] is None
+
+
+def test_a_timing_answer_without_stats_or_reason_is_a_forged_report() -> None:
+    from evaluator.harness.judge_timing import KernelTimingService
+
+    service = KernelTimingService.__new__(KernelTimingService)
+    service.report = {}
+    # What a child whose json encoder blanks the "problem" of its "timed" answer sends.
+    service._record({"type": "timed", "problem": None}, SimpleNamespace(stats={}, flags=[], notes=[]))
+    assert service.report["status"] == "REJECTED" and "forged report" in service.report["message"]
+
+
+def test_the_readers_wake_up_delay_counts_only_after_the_frame_arrived() -> None:
+    read_fd, write_fd = os.pipe()
+    reader = channel.FrameReader(read_fd)
+    reader.wake_queue_ns = 123
+    channel.write_all(write_fd, channel.encode({"type": "x"}))
+    time.sleep(0.05)  # the frame waits for the reader: none of this is the reader's run-queue time
+    reader.next(time.monotonic() + 1)
+    assert 0 <= reader.wake_queue_ns < 20_000_000
+    assert channel.own_run_queue_ns() > 0  # the kernel keeps the accounting here (schedstat)
+    os.close(read_fd)
+    os.close(write_fd)
+
+
 def test_a_median_its_witness_does_not_confirm_is_rejected() -> None:
     shapes = _shapes(RANKED_US)
     shapes[1]["witness"] = _witness(500.0, confirmed=False)

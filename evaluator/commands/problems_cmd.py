@@ -76,7 +76,7 @@ def _tensors(specs: tuple[TensorSpec, ...]) -> str:
     return ", ".join(f"`{s.name}` ({','.join(map(str, s.shape)) or 'scalar'}) {s.dtype}" for s in specs)
 
 
-_SCALE_TEXT = {"absolute": "", "rms": " x RMS", "row_rms": " x row RMS"}
+_SCALE_TEXT = {"absolute": "", "rms": " x RMS", "row_rms": " x row RMS", "inputs": " x input scale"}
 
 
 def _tolerance_text(name: str, tolerance: OutputTolerance) -> str:

@@ -146,14 +146,17 @@ def _finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def compare(name: str, out: torch.Tensor, ref: torch.Tensor, tolerance: Any) -> dict[str, Any]:
+def compare(name: str, out: torch.Tensor, ref: torch.Tensor, tolerance: Any,
+            scale: torch.Tensor | None = None) -> dict[str, Any]:
     """ErrorStats of one output (as a dict): |out-ref| <= allowed error, in fp64.
 
     ``tolerance`` is the problem's ``OutputTolerance`` for this output; its allowed error is
-    computed on the reference in its declared shape (``row_rms`` scales by each row's RMS).
+    computed on the reference in its declared shape (``row_rms`` scales by each row's RMS;
+    ``inputs`` by ``scale``, from the reference module's ``error_scale``).
     """
     reference = ref.detach().to(torch.float64)
-    allowed = torch.broadcast_to(tolerance.allowed_error(reference), reference.shape).reshape(-1)
+    scale = None if scale is None else scale.detach().to(torch.float64)
+    allowed = torch.broadcast_to(tolerance.allowed_error(reference, scale), reference.shape).reshape(-1)
     got = out.detach().to(torch.float64).reshape(-1)
     expected = reference.reshape(-1)
     diff = (got - expected).abs()

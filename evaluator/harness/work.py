@@ -63,13 +63,22 @@ def compare_outputs(
     """Reference (computed now, after the call), comparison, then the reference is poisoned."""
     with trusted_torch_state(ctx.trusted):
         references = dict(ctx.refmod.reference(inputs, dict(ctx.axes)))
+        scales = error_scales(ctx.problem, ctx.refmod, inputs, ctx.axes)
     try:
         return {
-            name: corr.compare(name, outputs[name], references[name], ctx.problem.tolerance_for(name))
+            name: corr.compare(name, outputs[name], references[name], ctx.problem.tolerance_for(name),
+                               scales.get(name))
             for name in outputs
         }
     finally:
         corr.poison_and_release(references)
+
+
+def error_scales(problem: Any, refmod: Any, inputs: dict[str, torch.Tensor], axes: Any) -> dict[str, torch.Tensor]:
+    """The reference module's error scales, for the outputs whose atol is relative to the inputs."""
+    if not any(problem.tolerance_for(spec.name).atol_scale == "inputs" for spec in problem.outputs):
+        return {}
+    return dict(refmod.error_scale(inputs, dict(axes)))
 
 
 def describe_failure(errors: dict[str, Any]) -> str:

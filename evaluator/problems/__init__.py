@@ -85,21 +85,30 @@ class OutputTolerance:
       belongs to one query (or key) and its size goes like 1/sqrt(keys seen), which a causal mask
       makes vary from row to row. The floor keeps a row that is exactly zero in the reference
       (causal dq of the first query) from demanding exact zeros of fp32 arithmetic.
+    - ``inputs``: atol_abs = atol * the scale the problem's reference module computes from the
+      inputs (``error_scale(inputs, axes)``, one tensor per output, broadcastable to it). For an
+      output that can cancel to nearly zero while its rounding error does not: reduction_sum's
+      row sum, whose error goes with the row's L2 norm whatever the sum comes to.
     """
 
     atol: float
     rtol: float
     matched_ratio: float = 1.0
-    atol_scale: Literal["absolute", "rms", "row_rms"] = "absolute"
+    atol_scale: Literal["absolute", "rms", "row_rms", "inputs"] = "absolute"
 
-    def allowed_error(self, reference: Any) -> Any:
+    def allowed_error(self, reference: Any, scale: Any = None) -> Any:
         """atol_abs + rtol * |ref| for every element, as a tensor broadcastable to ``reference``.
 
         ``reference``: the reference output as a float64 torch tensor, in its declared shape
-        (before any reshape: ``row_rms`` reduces over the last dimension). Duck-typed, so this
-        module stays free of torch.
+        (before any reshape: ``row_rms`` reduces over the last dimension). ``scale``: for
+        ``inputs``, this output's tensor from the reference module's ``error_scale``. Duck-typed,
+        so this module stays free of torch.
         """
-        if self.atol_scale == "rms":
+        if self.atol_scale == "inputs":
+            if scale is None:
+                raise ValueError("atol_scale 'inputs' needs the scale from the reference module's error_scale")
+            atol = self.atol * scale
+        elif self.atol_scale == "rms":
             atol = self.atol * reference.square().mean().sqrt()
         elif self.atol_scale == "row_rms":
             floor = ROW_RMS_FLOOR * reference.square().mean().sqrt()
@@ -390,8 +399,8 @@ def _scalar_args(names: list[str], axes: tuple[str, ...], where: str) -> tuple[s
 
 def _tolerance(table: dict[str, Any], default: OutputTolerance, where: str) -> OutputTolerance:
     scale = table.get("atol_scale", default.atol_scale)
-    if scale not in ("absolute", "rms", "row_rms"):
-        raise CatalogueError(f"{where}: atol_scale {scale!r} must be absolute, rms or row_rms")
+    if scale not in ("absolute", "rms", "row_rms", "inputs"):
+        raise CatalogueError(f"{where}: atol_scale {scale!r} must be absolute, rms, row_rms or inputs")
     return OutputTolerance(
         atol=float(table.get("atol", default.atol)),
         rtol=float(table.get("rtol", default.rtol)),

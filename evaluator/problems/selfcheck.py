@@ -25,6 +25,7 @@ import torch
 
 from evaluator.gpus import get_gpu_spec
 from evaluator.harness.correctness import allocate_outputs
+from evaluator.harness.work import error_scales
 from evaluator.problems import Problem, Shape, get_problem, load_catalogue
 from evaluator.sol import t_sol
 
@@ -36,13 +37,15 @@ def _outputs(problem: Problem, shape: Shape, device: str) -> dict[str, torch.Ten
     return allocate_outputs(problem.outputs, shape.axes, device)
 
 
-def _margins(problem: Problem, outputs: dict[str, torch.Tensor], reference: dict[str, torch.Tensor]) -> dict:
+def _margins(problem: Problem, outputs: dict[str, torch.Tensor], reference: dict[str, torch.Tensor],
+             scales: dict[str, torch.Tensor]) -> dict:
     result = {}
     for name, ref in reference.items():
         tolerance = problem.tolerance_for(name)
         ref = ref.double()
         out = outputs[name].double()
-        allowed = tolerance.allowed_error(ref)
+        scale = scales.get(name)
+        allowed = tolerance.allowed_error(ref, None if scale is None else scale.double())
         error = (out - ref).abs()
         ok = torch.isfinite(out) & (error <= allowed)
         matched = ok.double().mean().item()
@@ -100,7 +103,8 @@ def check_shape(
         args = (*inputs.values(), *outputs.values())
         (kernel or module.baseline)(*args, **problem.call_kwargs(shape.axes))
         row: dict[str, Any] = {"problem": problem.name, "shape": shape.shape_id, "distribution": distribution}
-        row["outputs"] = _margins(problem, outputs, module.reference(inputs, shape.axes))
+        row["outputs"] = _margins(problem, outputs, module.reference(inputs, shape.axes),
+                                  error_scales(problem, module, inputs, shape.axes))
         if device == "cuda" and gpu and kernel is None and distribution == problem.distributions[0]:
             seconds = _time_baseline(problem, shape, args)
             bound = t_sol(problem.counts(shape.axes), get_gpu_spec(gpu))

@@ -32,8 +32,8 @@ def assert_wrong_kernel_fails(
     ]
     assert cases
     for shape, seed, distribution in cases:
-        outputs, reference = run_kernel(problem, wrong, shape, seed, distribution)
-        assert failed_outputs(problem, outputs, reference), (shape.shape_id, seed, distribution)
+        outputs, reference, scales = run_kernel(problem, wrong, shape, seed, distribution)
+        assert failed_outputs(problem, outputs, reference, scales), (shape.shape_id, seed, distribution)
 
 
 def assert_example_and_baseline_pass(name: str, tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import torch
 
 from evaluator.commands.problems_cmd import catalogue_markdown
 from evaluator.harness.correctness import allocate_outputs
+from evaluator.harness.work import error_scales
 from evaluator.problems import OutputTolerance, Problem, Shape, get_problem, load_catalogue
 from evaluator.problems.grouped_gemm_bf16.counts import empty_groups
 
@@ -38,44 +39,52 @@ Kernel = Callable[..., None]
 # ---------------------------------------------------------------- helpers
 
 
-def allowed_error(ref: torch.Tensor, problem: Problem, name: str) -> torch.Tensor:
-    """atol + rtol*|ref| per element, atol scaled as the problem's ``atol_scale`` says."""
-    return problem.tolerance_for(name).allowed_error(ref.double())
+def allowed_error(ref: torch.Tensor, problem: Problem, name: str, scale: torch.Tensor | None = None) -> torch.Tensor:
+    """atol + rtol*|ref| per element, atol scaled as the problem's ``atol_scale`` says (``scale``:
+    the reference module's error scale of this output, for ``inputs``)."""
+    return problem.tolerance_for(name).allowed_error(ref.double(), None if scale is None else scale.double())
 
 
-def matched_ratio(out: torch.Tensor, ref: torch.Tensor, problem: Problem, name: str) -> float:
+def matched_ratio(out: torch.Tensor, ref: torch.Tensor, problem: Problem, name: str,
+                  scale: torch.Tensor | None = None) -> float:
     """Fraction of elements with |out - ref| <= atol + rtol*|ref|; a NaN/Inf never matches."""
-    allowed = allowed_error(ref, problem, name)
+    allowed = allowed_error(ref, problem, name, scale)
     out, ref = out.double(), ref.double()
     ok = torch.isfinite(out) & ((out - ref).abs() <= allowed)
     return ok.double().mean().item()
 
 
-def worst_margin(out: torch.Tensor, ref: torch.Tensor, problem: Problem, name: str) -> float:
+def worst_margin(out: torch.Tensor, ref: torch.Tensor, problem: Problem, name: str,
+                 scale: torch.Tensor | None = None) -> float:
     """Largest |out - ref| / (atol + rtol*|ref|): below 1 passes, lower means more margin."""
     out, ref = out.double(), ref.double()
-    return ((out - ref).abs() / allowed_error(ref, problem, name)).max().item()
+    return ((out - ref).abs() / allowed_error(ref, problem, name, scale)).max().item()
 
 
 def run_kernel(problem: Problem, kernel: Kernel, shape: Shape, seed: int, distribution: str) -> tuple:
-    """Call ``kernel`` the submission's way (inputs, then NaN-poisoned outputs, in order)."""
+    """Call ``kernel`` the submission's way (inputs, then NaN-poisoned outputs, in order): the
+    outputs, the reference and the error scales (``atol_scale = "inputs"``) of these inputs."""
     module = problem.reference_module()
     inputs = module.generate_inputs(shape.axes, seed, "cpu", distribution)
+    scales = error_scales(problem, module, inputs, shape.axes)  # before the kernel can touch the inputs
     outputs = allocate_outputs(problem.outputs, shape.axes, "cpu")  # NaN, or a sentinel in integer outputs
     kernel(
         *[inputs[spec.name] for spec in problem.inputs], *outputs.values(), **problem.call_kwargs(shape.axes)
     )
-    return outputs, module.reference(inputs, shape.axes)
+    return outputs, module.reference(inputs, shape.axes), scales
 
 
 def failed_outputs(
-    problem: Problem, outputs: dict[str, torch.Tensor], reference: dict[str, torch.Tensor]
+    problem: Problem, outputs: dict[str, torch.Tensor], reference: dict[str, torch.Tensor],
+    scales: dict[str, torch.Tensor] | None = None,
 ) -> list[str]:
     """The outputs whose fraction of elements within tolerance is below the problem's requirement."""
+    scales = scales or {}
     return [
         output
         for output, ref in reference.items()
-        if matched_ratio(outputs[output], ref, problem, output) < problem.tolerance_for(output).matched_ratio
+        if matched_ratio(outputs[output], ref, problem, output, scales.get(output))
+        < problem.tolerance_for(output).matched_ratio
     ]
 
 
@@ -568,13 +577,13 @@ def test_inputs_are_deterministic_per_seed_and_differ_across_seeds_and_distribut
 def test_the_baseline_passes_every_cpu_case_with_margin(name: str) -> None:
     problem = get_problem(name)
     for shape, seed, distribution in cpu_cases(problem):
-        outputs, reference = run_kernel(
+        outputs, reference, scales = run_kernel(
             problem, problem.reference_module().baseline, shape, seed, distribution
         )
         for output, ref in reference.items():
             case = (shape.shape_id, seed, distribution, output)
-            assert matched_ratio(outputs[output], ref, problem, output) == 1.0, case
-            assert worst_margin(outputs[output], ref, problem, output) < 0.8, case
+            assert matched_ratio(outputs[output], ref, problem, output, scales.get(output)) == 1.0, case
+            assert worst_margin(outputs[output], ref, problem, output, scales.get(output)) < 0.8, case
 
 
 @pytest.mark.parametrize("name", PROBLEMS)
@@ -583,8 +592,8 @@ def test_a_kernel_computing_in_lower_precision_fails(name: str) -> None:
     assert name in LOWER_PRECISION, "every problem keeps a lower-precision kernel in this file"
     cheat = LOWER_PRECISION[name]
     for shape, seed, distribution in cpu_cases(problem):
-        outputs, reference = run_kernel(problem, cheat, shape, seed, distribution)
-        assert failed_outputs(problem, outputs, reference), (shape.shape_id, seed, distribution)
+        outputs, reference, scales = run_kernel(problem, cheat, shape, seed, distribution)
+        assert failed_outputs(problem, outputs, reference, scales), (shape.shape_id, seed, distribution)
 
 
 # ---------------------------------------------------------------- examples
@@ -597,9 +606,9 @@ def test_the_example_submission_matches_the_reference(name: str) -> None:
     if name in CPU_UNSUPPORTED and (reason := CPU_UNSUPPORTED[name]()):
         pytest.skip(reason)
     for shape, seed, distribution in cpu_cases(problem)[:4]:
-        outputs, reference = run_kernel(problem, example.kernel, shape, seed, distribution)
+        outputs, reference, scales = run_kernel(problem, example.kernel, shape, seed, distribution)
         for output, ref in reference.items():
-            assert matched_ratio(outputs[output], ref, problem, output) == 1.0, (
+            assert matched_ratio(outputs[output], ref, problem, output, scales.get(output)) == 1.0, (
                 shape.shape_id,
                 distribution,
                 output,
@@ -618,6 +627,36 @@ def test_rms_tolerances_scale_atol_with_the_reference() -> None:
     # a row that is zero in the reference is held to a tenth of the output's RMS, not to zero
     assert rows[1, 0].item() == pytest.approx(0.1 * 0.1 * 2.5)
     assert OutputTolerance(atol=0.1, rtol=0.5).allowed_error(ref)[0, 1].item() == pytest.approx(2.1)
+
+
+def test_inputs_tolerances_scale_atol_with_the_reference_modules_error_scale() -> None:
+    ref = torch.tensor([0.0, 100.0], dtype=torch.float64)  # a sum that cancelled, one that did not
+    scale = torch.tensor([8.0, 8.0], dtype=torch.float64)  # the same rows' L2 norms
+    tolerance = OutputTolerance(atol=0.1, rtol=0.01, atol_scale="inputs")
+    assert torch.allclose(tolerance.allowed_error(ref, scale), torch.tensor([0.8, 1.8], dtype=torch.float64))
+    with pytest.raises(ValueError, match="error_scale"):
+        tolerance.allowed_error(ref)
+
+
+def test_every_output_whose_atol_follows_the_inputs_gets_a_scale_from_its_reference_module() -> None:
+    checked = []
+    for name in PROBLEMS:
+        problem = get_problem(name)
+        scaled = {spec.name for spec in problem.outputs if problem.tolerance_for(spec.name).atol_scale == "inputs"}
+        if not scaled:
+            continue
+        module = problem.reference_module()
+        shape, seed, distribution = cpu_cases(problem)[0]
+        inputs = module.generate_inputs(shape.axes, seed, "cpu", distribution)
+        scales = error_scales(problem, module, inputs, shape.axes)
+        references = module.reference(inputs, shape.axes)
+        assert scaled <= set(scales), name
+        for output in scaled:
+            reference_shape = references[output].shape
+            assert torch.broadcast_shapes(scales[output].shape, reference_shape) == reference_shape, (name, output)
+            assert bool((scales[output] > 0).all()), (name, output)
+        checked.append(name)
+    assert "reduction_sum" in checked
 
 
 def test_per_output_tolerances_override_the_problem_default() -> None:

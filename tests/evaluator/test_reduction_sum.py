@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from evaluator.problems import get_problem
 from tests.evaluator.problem_checks import (
     assert_example_and_baseline_pass,
     assert_harness_reports_incorrect,
@@ -53,3 +54,30 @@ def test_the_example_and_the_baseline_pass_through_the_harness(tmp_path: Path) -
 
 def test_the_harness_reports_a_wrong_submission_as_incorrect(tmp_path: Path) -> None:
     assert_harness_reports_incorrect(NAME, sum_without_the_tail, tmp_path)
+
+
+def cancelling_row(n: int, seed: int) -> torch.Tensor:
+    """One fp32 row of N(0,1) values less their mean: its sum is ~1e-6 (what the rounding to fp32
+    leaves), while every partial sum of a tree or a chain is ~sqrt(n) and rounds like any row's."""
+    generator = torch.Generator().manual_seed(seed)
+    row = torch.randn(n, generator=generator, dtype=torch.float64)
+    return (row - row.mean()).float().unsqueeze(0)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_row_that_sums_to_nearly_zero_is_held_to_its_rounding_error_not_to_its_sum(seed: int) -> None:
+    """Version 1 scaled atol by the outputs' RMS: for one row, |y| itself, so a cancelling row
+    demanded ~1e-5 x 1e-6 of torch.sum (which errs by ~3e-5 here) and failed the baseline. Its
+    atol now follows the row's L2 norm (reference.error_scale), and a wrong kernel still fails."""
+    problem = get_problem(NAME)
+    module = problem.reference_module()
+    x = cancelling_row(65537, seed)
+    reference = module.reference({"x": x}, {"R": 1, "N": 65537})["y"]
+    assert reference.abs().item() < 1e-4
+    tolerance = problem.tolerance_for("y")
+    allowed = tolerance.allowed_error(reference, module.error_scale({"x": x}, {})["y"])
+    error = (torch.sum(x, dim=-1).double() - reference).abs()
+    assert (error > tolerance.atol * reference.abs() + tolerance.rtol * reference.abs()).all()  # v1 failed it
+    assert (error <= allowed).all()
+    one_element_lost = torch.sum(x[:, 1:], dim=-1).double()
+    assert ((one_element_lost - reference).abs() > allowed).all()

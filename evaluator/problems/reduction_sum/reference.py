@@ -19,5 +19,11 @@ def reference(inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> dict[str
     return {"y": inputs["x"].double().sum(dim=-1)}
 
 
+def error_scale(inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> dict[str, torch.Tensor]:
+    """Each row's L2 norm, the scale of its sum's rounding error (atol_scale "inputs"): a row of
+    mixed signs can sum to nearly zero, its partial sums cannot, so the sum itself is no scale."""
+    return {"y": inputs["x"].double().square().sum(dim=-1).sqrt()}
+
+
 def baseline(x: torch.Tensor, y: torch.Tensor) -> None:
     torch.sum(x, dim=-1, out=y)

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: wit
 NATIVE = [("vector_add", "examples/ptx/vector_add.ptx", "ptx"), ("gemm_bf16", "examples/ptx/gemm_bf16_mma.ptx", "ptx"),
           ("gemm_bf16", "examples/ptx/gemm_bf16_wgmma_tma.ptx", "ptx"), ("vector_add", "examples/cuda/vector_add.cu", "cuda")]
 CHEATS = ["c16_forge_near_light", "c16_patch_json_encoder", "c16_early_ready", "c16_hide_from_witness",
-          "c16_witness_off_gpu", "c16_witness_pipe_inject", "c16_starve_judge_clock", "c14_host_work", "c01_side_stream",
+          "c16_witness_off_gpu", "c16_witness_pipe_inject", "c16_starve_judge_clock", "c02_finish_after_reply", "c14_host_work", "c01_side_stream",
           "c09_less_work_when_timed"]
 
 

@@ -342,16 +342,23 @@ class Judge:
             message = note
         return status, message, errors, False
 
+    def take_outputs(self, outputs: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The outputs copied out of the shared memory now, by name."""
+        self.sync()
+        taken = {spec.name: tensor.clone() for spec, tensor in zip(self.problem.outputs, outputs)}
+        self.sync()
+        return taken
+
     def verify(self, ctx: work.ShapeContext, inputs: list[torch.Tensor], outputs: list[torch.Tensor],
-               private: dict[str, torch.Tensor]) -> tuple[str, str, dict[str, Any]]:
-        """Inputs untouched, then the outputs (copied out of the shared memory first) against the
-        reference of the judge's own copy of the inputs."""
+               private: dict[str, torch.Tensor],
+               taken: dict[str, torch.Tensor] | None = None) -> tuple[str, str, dict[str, Any]]:
+        """Inputs untouched, then the outputs (copied out of the shared memory first, or ``taken``
+        earlier) against the reference of the judge's own copy of the inputs."""
         self.sync()
         for spec, shared in zip(self.problem.inputs, inputs):
             if not torch.equal(shared, private[spec.name]):
                 return "REJECTED", f"the kernel modified its input {spec.name} (class 7)", {}
-        got = {spec.name: tensor.clone() for spec, tensor in zip(self.problem.outputs, outputs)}
-        self.sync()
+        got = taken if taken is not None else self.take_outputs(outputs)
         errors = work.compare_outputs(ctx, private, got)
         corr.poison_and_release(got)
         if corr.outputs_pass(errors, self.problem):

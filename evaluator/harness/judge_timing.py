@@ -23,6 +23,7 @@ import statistics
 import time
 from typing import Any
 
+from evaluator.harness import correctness as corr
 from evaluator.harness import work
 from evaluator.harness.timing import TimingConfig, TimingOutcome, time_cpu
 
@@ -30,6 +31,9 @@ from evaluator.harness.timing import TimingConfig, TimingOutcome, time_cpu
 CHECK_ONE_IN = 24
 #: ...and at least this many per shape (the last call is checked when fewer were).
 MIN_CHECKS = 3
+#: A checked call that failed is read once more after this long: outputs that changed meanwhile
+#: were written by work the call left running (class 2), which the report then says.
+LEFT_RUNNING_GRACE_S = 0.02
 #: An SM clock after the timing below this fraction of the clock before it is no power cap: noted.
 CLOCK_DROP = 0.7
 
@@ -151,17 +155,38 @@ class KernelTimingService:
         return index
 
     def _check(self, index: int) -> None:
+        """The call just answered, judged. Its outputs are copied out at once, before the judge spends
+        any time of its own (the private inputs, the reference): work a call leaves running after
+        its answer (a thread, a fork on torch's inter-op pool) must not get that time to finish in,
+        or it would be timed and witnessed at its launch alone (c02_finish_after_reply). The outputs
+        are read again after the comparison: any change is such work, caught in the act."""
         judge = self.judge
         inputs, outputs, _ = self.sets[index]
+        taken = judge.take_outputs(outputs)
+        digests = {name: corr.digest(tensor) for name, tensor in taken.items()}
         private = judge.refmod.generate_inputs(dict(self.shape.axes), self.seeds[index], judge.device,
                                                self.distribution)
-        status, message, _ = judge.verify(self.ctx, inputs, outputs, private)
+        status, message, _ = judge.verify(self.ctx, inputs, outputs, private, taken)
+        changed = self._changed_outputs(outputs, digests)
+        if status != "PASSED" and not changed:
+            time.sleep(LEFT_RUNNING_GRACE_S)  # already failed: give work still running the time to show itself
+            changed = self._changed_outputs(outputs, digests)
         self.checks += 1
         if self.last_round_trip_us is not None:
             self.checked_round_trips_us.append(self.last_round_trip_us)
-        if status != "PASSED" and self.failure is None:
+        if self.failure is not None:
+            return
+        if changed:
+            self.failure = (f"timed call {self.calls} changed its outputs {changed} after it had returned: work "
+                            f"left running past the call is not timed (class 2)")
+        elif status != "PASSED":
             self.failure = (f"timed call {self.calls} wrote a wrong output (caching, replay or less work when "
                             f"timed; classes 5 and 9): {message}")
+
+    def _changed_outputs(self, outputs: list[Any], digests: dict[str, tuple[int, int, int]]) -> list[str]:
+        self.judge.sync()
+        return [spec.name for spec, tensor in zip(self.judge.problem.outputs, outputs)
+                if corr.digest(tensor) != digests[spec.name]]
 
     def _record(self, answer: dict[str, Any], baseline: TimingOutcome) -> None:
         if answer.get("error"):

@@ -12,6 +12,7 @@ RANKED = ("--device", "cpu", "--mode", "ranked", "--secret-seed-stdin")
 #: fixture -> (expected statuses, words the message must contain)
 CASES = {
     "c02_background_thread": ({"REJECTED"}, "class 2"),
+    "c02_finish_after_reply": ({"REJECTED"}, "changed its outputs ['c'] after it had returned"),
     "c03_lazy_output": ({"REJECTED"}, "class 3"),
     "c03_swapped_storage": ({"REJECTED"}, "class 3"),
     "c04_patch_timer": ({"REJECTED"}, "patched"),

@@ -89,6 +89,10 @@ class KernelTimingService:
         #: call that skipped its work is in this sample only by failing its check.
         self.checked_round_trips_us: list[float] = []
         self.failure: str | None = None
+        #: CPU: the child asks for the next set the moment a call returns (timing.time_cpu).
+        self.prefetching = judge.device == "cpu"
+        #: CPU: the last answered call: its set, its outputs at the answer, whether it was checked.
+        self.answered: tuple[int, dict[str, Any], bool] | None = None
 
     def run(self) -> None:
         judge = self.judge
@@ -118,30 +122,60 @@ class KernelTimingService:
         self._record(answer, baseline)
 
     def _loop(self) -> dict[str, Any]:
-        last: int | None = None
+        """Serve the child's requests for input sets until it answers ``timed``. Each request ends
+        the judge's clock of the call before it; on the CPU the child asks the moment a call
+        returns (``timing.time_cpu``), so its last request also follows its last call and the
+        ``timed`` answer follows a set that was prepared and never called."""
+        last: int | None = None  # the set the child was last given
         sent = 0.0
         child = self.judge.child
         while True:
             message = child.receive("next", "timed")
-            if last is not None:
-                # The judge's wait less its own wake-up delay after the child answered. Nothing of
-                # the child's run-queue time is taken off: the child controls it (a main thread that
-                # lowers its priority and spins while other threads work sits in the run queue for
-                # most of a call; tests/fixtures/cheats/c16_starve_judge_clock.py).
-                waited_us = (time.monotonic() - sent) * 1e6 - child.reader.wake_queue_ns / 1e3
-                self.last_round_trip_us = max(waited_us, 0.0)
-                if secrets.randbelow(CHECK_ONE_IN) == 0:
-                    self._check(last)
             if message["type"] == "timed":
-                if last is not None and self.checks < MIN_CHECKS and self.failure is None:
-                    self._check(last)
+                if self.prefetching:
+                    self._last_call_checked(message)
+                else:
+                    self._call_answered(last, sent, message)
+                    if last is not None and self.checks < MIN_CHECKS and self.failure is None:
+                        self._check(last)
                 return message
+            self._call_answered(last, sent, message)
             if self.failure is not None:
                 child.send({"type": "stop"})
                 return {}
             last = self._refresh(message.get("set"))
+            sent = time.monotonic()  # before the send: the child may run its call before this thread runs again
             child.send({"type": "go"})
-            sent = time.monotonic()
+
+    def _call_answered(self, index: int | None, sent: float, message: dict[str, Any]) -> None:
+        """The call on ``index`` has answered: the judge's clock of it, and 1 in CHECK_ONE_IN checked."""
+        if index is None:
+            return
+        # The judge's wait less its own wake-up delay after the child answered. Nothing of
+        # the child's run-queue time is taken off: the child controls it (a main thread that
+        # lowers its priority and spins while other threads work sits in the run queue for
+        # most of a call; tests/fixtures/cheats/c16_starve_judge_clock.py).
+        waited_us = (time.monotonic() - sent) * 1e6 - self.judge.child.reader.wake_queue_ns / 1e3
+        self.last_round_trip_us = max(waited_us, 0.0)
+        checked = secrets.randbelow(CHECK_ONE_IN) == 0
+        if self.prefetching and message["type"] == "next":
+            # The outputs as they were at the answer, kept until the next answer: the last call is
+            # known only when ``timed`` comes, and is checked (when too few were) against these.
+            taken = self.judge.take_outputs(self.sets[index][1])
+            self.answered = (index, taken, checked)
+            if checked:
+                self._check(index, taken)
+        elif checked:
+            self._check(index)
+
+    def _last_call_checked(self, message: dict[str, Any]) -> None:
+        """CPU: at ``timed``, the last call is checked when fewer than MIN_CHECKS were, against its
+        outputs as they were at its answer (work it left running cannot finish meanwhile)."""
+        if self.answered is None or self.failure is not None or message.get("error") or self.checks >= MIN_CHECKS:
+            return
+        index, taken, checked = self.answered
+        if not checked:
+            self._check(index, taken)
 
     def _refresh(self, index: Any) -> int:
         from evaluator.harness.parent import ProtocolViolation
@@ -154,15 +188,15 @@ class KernelTimingService:
         self.calls += 1
         return index
 
-    def _check(self, index: int) -> None:
-        """The call just answered, judged. Its outputs are copied out at once, before the judge spends
-        any time of its own (the private inputs, the reference): work a call leaves running after
-        its answer (a thread, a fork on torch's inter-op pool) must not get that time to finish in,
+    def _check(self, index: int, taken: dict[str, Any] | None = None) -> None:
+        """A call that has answered, judged. Its outputs are copied out at once (or were, ``taken``,
+        at its answer), before the judge spends any time of its own (the private inputs, the
+        reference): work a call leaves running after its answer (a thread, a fork on torch's inter-op pool) must not get that time to finish in,
         or it would be timed and witnessed at its launch alone (c02_finish_after_reply). The outputs
         are read again after the comparison: any change is such work, caught in the act."""
         judge = self.judge
         inputs, outputs, _ = self.sets[index]
-        taken = judge.take_outputs(outputs)
+        taken = judge.take_outputs(outputs) if taken is None else taken
         digests = {name: corr.digest(tensor) for name, tensor in taken.items()}
         private = judge.refmod.generate_inputs(dict(self.shape.axes), self.seeds[index], judge.device,
                                                self.distribution)

@@ -128,23 +128,33 @@ def _sample_checks(count: int, batch: int) -> set[int]:
 def time_cpu(
     fn: Callable[..., Any], sets: list[TimedSet], config: TimingConfig, activity: Any
 ) -> TimingOutcome:
+    """Wall-clock timing on the CPU. The next set is prepared the moment a call returns, before this
+    process's own checks and statistics: with the judge serving the sets, preparing is the request
+    that ends the judge's clock of the call (``judge_timing``), so that clock holds the call and
+    not this bookkeeping, and the last call ends it like every other (the ``timed`` answer follows a
+    prepared set that is never called). Needs two sets at least: the one just called is still
+    checked after the next one was prepared."""
+    if len(sets) < 2:
+        raise ValueError("time_cpu needs at least two input sets")
     started = perf_counter()
-    warmup = 0
-    while warmup < config.warmup_calls or perf_counter() - started < config.warmup_s:
-        timed = sets[warmup % len(sets)]
-        _prepare(timed, None)
-        _call(fn, timed)
-        warmup += 1
+    calls = 0
+    _prepare(sets[0], None)
+    while calls < config.warmup_calls or perf_counter() - started < config.warmup_s:
+        _call(fn, sets[calls % len(sets)])
+        calls += 1
+        _prepare(sets[calls % len(sets)], None)
+    warmup = calls
     samples: list[float] = []
     started = perf_counter()
     while True:
         checks = _sample_checks(config.checks_per_batch, 16)
         for i in range(16):
-            timed = sets[(warmup + len(samples)) % len(sets)]
-            _prepare(timed, None)
+            timed = sets[calls % len(sets)]
             t0 = perf_counter_ns()
             _call(fn, timed)
             samples.append((perf_counter_ns() - t0) / 1e3)
+            calls += 1
+            _prepare(sets[calls % len(sets)], None)
             _after_call(timed, activity, None, i in checks, len(samples), native=False)
         _after_batch(activity)
         summary = summarize(samples)

@@ -216,21 +216,50 @@ def test_cpu_timing_reports_the_median_mean_and_extremes_of_the_calls_it_timed(
 
     clock = FakeClock([20.0, 100.0, 100.0])  # two calls in three take 100 us, one takes 20 us
     monkeypatch.setattr(timing, "perf_counter_ns", clock)
-    a, b, c = torch.arange(4.0), torch.ones(4), torch.empty(4)
+    a, b = torch.arange(4.0), torch.ones(4)
 
     def kernel(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> None:
         torch.add(x, y, out=out)
         clock.advance()
 
-    timed = timing.TimedSet([a, b], [c], refresh=lambda: None,
-                            verify=lambda: None if torch.equal(c, a + b) else "wrong sum")
+    def input_set() -> timing.TimedSet:
+        c = torch.empty(4)
+        return timing.TimedSet([a, b], [c], refresh=lambda: None,
+                               verify=lambda: None if torch.equal(c, a + b) else "wrong sum")
+
     config = timing.TimingConfig(budget_s=0.2, warmup_calls=3, warmup_s=0.0)
-    stats = timing.time_cpu(kernel, [timed], config, anticheat.Activity.now()).stats
+    stats = timing.time_cpu(kernel, [input_set(), input_set()], config, anticheat.Activity.now()).stats
     timed_calls = [20.0, 100.0, 100.0] * stats["n"]
     durations = timed_calls[config.warmup_calls:config.warmup_calls + stats["n"]]  # warm-up moved the clock too
     assert stats["median_us"] == 100.0 and stats["min_us"] == 20.0 and stats["max_us"] == 100.0
     assert stats["mean_us"] == pytest.approx(sum(durations) / len(durations))
     assert stats["n"] == len(durations) >= config.min_samples and stats["method"] == "wall"
+
+
+def test_cpu_timing_asks_for_the_next_inputs_the_moment_a_call_returns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the judge serving the sets, asking for the next one stops the judge's clock of the call:
+    it must come before this process's own checks, and the last call is followed by one too."""
+    from evaluator.harness import timing
+
+    events: list[str] = []
+
+    def input_set(name: str) -> timing.TimedSet:
+        return timing.TimedSet([torch.ones(2)], [torch.empty(2)], refresh=lambda: events.append(f"prepare {name}"),
+                               verify=lambda: events.append(f"check {name}") and None)
+
+    def kernel(x: torch.Tensor, out: torch.Tensor) -> None:
+        events.append("call")
+        out.copy_(x)
+
+    monkeypatch.setattr(timing, "_sample_checks", lambda count, batch: set(range(batch)))  # check every call
+    config = timing.TimingConfig(budget_s=0.0, warmup_calls=1, warmup_s=0.0, min_samples=1)
+    timing.time_cpu(kernel, [input_set("A"), input_set("B")], config, anticheat.Activity.now())
+    assert events[:3] == ["prepare A", "call", "prepare B"]  # warm-up: one call
+    timed = events[3:]
+    assert timed[:6] == ["call", "prepare A", "check B", "call", "prepare B", "check A"]
+    assert len(timed) == 3 * 16 and timed[-3:] == ["call", "prepare B", "check A"]  # one batch of 16
+    with pytest.raises(ValueError, match="two input sets"):
+        timing.time_cpu(kernel, [input_set("A")], config, anticheat.Activity.now())
 
 
 # ---------------------------------------------------------------- trace attribution

@@ -16,6 +16,7 @@
 # Each PART fits one 10-minute call of the device tool:
 #   a  vector_add on its quick shape (one ranked shape), on all six shapes, and back to back (warm spares)
 #   b  gemm_bf16 on all shapes (warm spares)
+#   q  vector_add on its quick shape only (the one-shape job's witnessed / provisional ratio)
 #   ab a and b in one cluster (one runner start and warm-up job for both)
 #   c  the same vector_add cases with no warm spare (the fresh-process path: start-up and timing
 #      quality to compare with part a; the medians of each shape must not move)
@@ -78,6 +79,7 @@ run() {  # run TAG [fast_feedback.py options]
 case "$PART" in
 a) run "a" --cases vector_add_quick,vector_add_all,back_to_back ;;
 b) run "b" --cases gemm_bf16_all ;;
+q) run "q" --cases vector_add_quick ;;
 ab) run "ab" --cases vector_add_quick,vector_add_all,back_to_back,gemm_bf16_all ;;
 c) run "c" --cases vector_add_quick,vector_add_all --no-spares ;;
 *) echo "unknown part $PART"; exit 2 ;;

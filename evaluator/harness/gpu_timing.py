@@ -97,6 +97,7 @@ class GpuTimer:
             marker.add_(1)
         with record_function("sb#h"):
             _synchronize()
+            timed.finished()
             _after_call(timed, self.activity, self.cold, check, self.calls, native=True)
 
     def batch(

@@ -7,12 +7,14 @@
 - ``KernelTimingService``: while the child times the kernel, every call's preparation is a request
   to the judge (``next``): the judge writes fresh inputs into that shared set (a fresh seed per
   call, so no cache keyed by pointer, shape or content ever hits), poisons its outputs and answers
-  ``go``. On each request it first decides, with its own randomness and after the call was made,
-  whether to check the call before: the outputs are read from the shared memory and compared with
-  the reference of the inputs it wrote. A wrong one ends the timing: REJECTED (classes 5 and 9).
-  It also measures, on its own clock, how long each call kept it waiting (the round trip, less
-  the judge's own wake-up delay): a bound on the call's true cost that the child cannot shorten
-  (``witness``), taken over the checked calls only.
+  ``go``. When a call is over (on the GPU the child says ``done`` the moment it has finished on the
+  device; on the CPU its next request comes the moment it returns) the judge decides, with its own
+  randomness and after the call was made, whether to check it: the outputs are read from the
+  shared memory and compared with the reference of the inputs it wrote. A wrong one ends the
+  timing: REJECTED (classes 5 and 9). It also measures, on its own clock, how long each call kept
+  it waiting (from ``go`` to that word, less the judge's own wake-up delay): a bound on the call's
+  true cost that the child cannot shorten (``witness``), taken over the checked calls only. A
+  ``done`` sent early only shortens the wait of a call whose outputs are then read unfinished.
 """
 
 from __future__ import annotations
@@ -89,6 +91,8 @@ class KernelTimingService:
         #: call that skipped its work is in this sample only by failing its check.
         self.checked_round_trips_us: list[float] = []
         self.failure: str | None = None
+        #: (calls served, set) of the last check: the last call is not checked twice.
+        self.checked_index: tuple[int, int] | None = None
         #: CPU: the child asks for the next set the moment a call returns (timing.time_cpu).
         self.prefetching = judge.device == "cpu"
         #: CPU: the last answered call: its set, its outputs at the answer, whether it was checked.
@@ -122,32 +126,55 @@ class KernelTimingService:
         self._record(answer, baseline)
 
     def _loop(self) -> dict[str, Any]:
-        """Serve the child's requests for input sets until it answers ``timed``. Each request ends
-        the judge's clock of the call before it; on the CPU the child asks the moment a call
-        returns (``timing.time_cpu``), so its last request also follows its last call and the
-        ``timed`` answer follows a set that was prepared and never called."""
+        """Serve the child's requests for input sets until it answers ``timed``. The judge's clock of
+        a call runs from its ``go`` to the child's word that it is over: on the GPU ``done``, sent
+        the moment the call has finished on the device (``gpu_timing``); on the CPU the next
+        request, which the child makes the moment a call returns (``timing.time_cpu``). What the
+        child does after that (the profiler's batch ends, its statistics before ``timed``) is no
+        part of any call's clock."""
         last: int | None = None  # the set the child was last given
         sent = 0.0
+        answered = True  # the call on ``last`` has ended the judge's clock (no call yet: nothing to end)
         child = self.judge.child
+        expected = ("next", "timed") if self.prefetching else ("next", "timed", "done")
         while True:
-            message = child.receive("next", "timed")
+            message = child.receive(*expected)
+            if message["type"] == "done":
+                self._finished(last, sent, answered)
+                answered = True
+                continue
             if message["type"] == "timed":
                 if self.prefetching:
                     self._last_call_checked(message)
                 else:
-                    self._call_answered(last, sent, message)
-                    if last is not None and self.checks < MIN_CHECKS and self.failure is None:
+                    # A last call not yet ``done``: the answer came after the child's statistics,
+                    # so its wait is no measure of the call; its outputs are still judged.
+                    if not answered:
+                        self._call_answered(last, sent, message, clocked=False)
+                    if last is not None and self.checks < MIN_CHECKS and self.failure is None \
+                            and self.checked_index != (self.calls, last):
+                        self.last_round_trip_us = None
                         self._check(last)
                 return message
-            self._call_answered(last, sent, message)
+            if not answered:
+                self._call_answered(last, sent, message)
             if self.failure is not None:
                 child.send({"type": "stop"})
                 return {}
             last = self._refresh(message.get("set"))
+            answered = False
             sent = time.monotonic()  # before the send: the child may run its call before this thread runs again
             child.send({"type": "go"})
 
-    def _call_answered(self, index: int | None, sent: float, message: dict[str, Any]) -> None:
+    def _finished(self, index: int | None, sent: float, answered: bool) -> None:
+        """GPU: the child says the call on ``index`` is over; once per call, after a ``go``."""
+        from evaluator.harness.parent import ProtocolViolation
+
+        if index is None or answered:
+            raise ProtocolViolation("'done' without a call in progress")
+        self._call_answered(index, sent, {"type": "done"})
+
+    def _call_answered(self, index: int | None, sent: float, message: dict[str, Any], clocked: bool = True) -> None:
         """The call on ``index`` has answered: the judge's clock of it, and 1 in CHECK_ONE_IN checked."""
         if index is None:
             return
@@ -156,7 +183,7 @@ class KernelTimingService:
         # lowers its priority and spins while other threads work sits in the run queue for
         # most of a call; tests/fixtures/cheats/c16_starve_judge_clock.py).
         waited_us = (time.monotonic() - sent) * 1e6 - self.judge.child.reader.wake_queue_ns / 1e3
-        self.last_round_trip_us = max(waited_us, 0.0)
+        self.last_round_trip_us = max(waited_us, 0.0) if clocked else None
         checked = secrets.randbelow(CHECK_ONE_IN) == 0
         if self.prefetching and message["type"] == "next":
             # The outputs as they were at the answer, kept until the next answer: the last call is
@@ -206,6 +233,7 @@ class KernelTimingService:
             time.sleep(LEFT_RUNNING_GRACE_S)  # already failed: give work still running the time to show itself
             changed = self._changed_outputs(outputs, digests)
         self.checks += 1
+        self.checked_index = (self.calls, index)
         if self.last_round_trip_us is not None:
             self.checked_round_trips_us.append(self.last_round_trip_us)
         if self.failure is not None:

@@ -51,6 +51,11 @@ class TimedSet:
     outputs: list[torch.Tensor]
     refresh: Callable[[], None]
     verify: Callable[[], str | None]
+    #: Called the moment a GPU call has finished on the device, before any bookkeeping of this
+    #: process's: with the judge serving the sets, it ends the judge's clock of the call
+    #: (``judge_timing``), so that clock holds the call and not the profiler's batch ends or the
+    #: final statistics.
+    finished: Callable[[], None] = lambda: None
 
 
 @dataclass

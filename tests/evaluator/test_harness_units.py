@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -457,6 +458,83 @@ def test_the_judges_clock_is_taken_over_the_calls_it_checked() -> None:
     assert clock["round_trip_us"] == 1000.0 and clock["round_trip_low_us"] == 900.0
     assert clock["calls"] == 19 and clock["checked_calls"] == 3
     assert judge_clock([], calls=0, checks=0)["round_trip_us"] is None
+
+
+class ScriptedChild:
+    """A child that answers the judge's timing service from a script of (seconds to wait, message)."""
+
+    def __init__(self, script: list[tuple[float, dict[str, Any]]]) -> None:
+        self.script, self.sent = list(script), []
+        self.reader = SimpleNamespace(wake_queue_ns=0)
+
+    def receive(self, *expected: str) -> dict[str, Any]:
+        wait, message = self.script.pop(0)
+        time.sleep(wait)
+        if message["type"] not in expected:
+            from evaluator.harness.parent import ProtocolViolation
+
+            raise ProtocolViolation(f"unexpected {message['type']}")
+        return message
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.sent.append(message["type"])
+
+
+def _serving(device: str, script: list[tuple[float, dict[str, Any]]], monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A KernelTimingService on two fake input sets, every call checked, every check passing."""
+    from evaluator.harness import judge_timing
+
+    monkeypatch.setattr(judge_timing.secrets, "randbelow", lambda n: 0)
+    judge = SimpleNamespace(
+        device=device, child=ScriptedChild(script), sync=lambda: None,
+        take_outputs=lambda outputs: {"y": outputs[0].clone()},
+        refmod=SimpleNamespace(generate_inputs=lambda *args: {}),
+        verify=lambda *args: ("PASSED", "", {}), write_inputs=lambda *args: None,
+        problem=SimpleNamespace(outputs=[SimpleNamespace(name="y")]),
+    )
+    service = judge_timing.KernelTimingService.__new__(judge_timing.KernelTimingService)
+    service.__dict__.update(
+        judge=judge, shape=SimpleNamespace(axes={}), ctx=None, distribution="normal", seeds={}, calls=0, checks=0,
+        last_round_trip_us=None, checked_round_trips_us=[], failure=None, checked_index=None,
+        prefetching=device == "cpu", answered=None, sets=[([], [torch.zeros(2)], None) for _ in range(2)])
+    return service
+
+
+def test_the_gpu_judges_clock_stops_at_done_not_at_the_childs_bookkeeping(monkeypatch: pytest.MonkeyPatch) -> None:
+    """H200 round 9: with the clock ended by the next request, a call followed by the profiler's
+    batch end or by the child's statistics (the last one) kept the judge waiting 6-10 ms more than
+    it took, and honest kernels were REJECTED for hidden host work (class 14)."""
+    call, bookkeeping = 0.01, 0.06
+    script = [(0.0, {"type": "next", "set": 0})]
+    for index in range(1, 4):
+        script += [(call, {"type": "done"}), (bookkeeping, {"type": "next", "set": index % 2})]
+    script += [(call, {"type": "done"}), (bookkeeping, {"type": "timed", "stats": {}})]
+    service = _serving("cuda", script, monkeypatch)
+    assert service._loop()["type"] == "timed"
+    assert service.calls == 4 and service.checks == 4  # the last call is not checked twice
+    assert len(service.checked_round_trips_us) == 4
+    assert all(0.9 * call * 1e6 <= waited < 0.9 * bookkeeping * 1e6 for waited in service.checked_round_trips_us)
+    assert service.judge.child.sent == ["go"] * 4
+
+
+def test_a_last_gpu_call_without_done_is_judged_but_not_clocked(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = [(0.0, {"type": "next", "set": 0}), (0.01, {"type": "next", "set": 1}), (0.05, {"type": "timed"})]
+    service = _serving("cuda", script, monkeypatch)
+    service._loop()
+    assert service.checks == 2 and len(service.checked_round_trips_us) == 1  # the first call's clock only
+    assert 9_000 <= service.checked_round_trips_us[0] < 40_000
+
+
+def test_done_is_accepted_once_per_call_and_only_from_a_gpu_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    from evaluator.harness.parent import ProtocolViolation
+
+    twice = [(0.0, {"type": "next", "set": 0}), (0.0, {"type": "done"}), (0.0, {"type": "done"})]
+    with pytest.raises(ProtocolViolation, match="without a call"):
+        _serving("cuda", twice, monkeypatch)._loop()
+    with pytest.raises(ProtocolViolation, match="without a call"):
+        _serving("cuda", [(0.0, {"type": "done"})], monkeypatch)._loop()
+    with pytest.raises(ProtocolViolation, match="unexpected done"):
+        _serving("cpu", [(0.0, {"type": "next", "set": 0}), (0.0, {"type": "done"})], monkeypatch)._loop()
 
 
 def test_a_timing_answer_without_stats_or_reason_is_a_forged_report() -> None:

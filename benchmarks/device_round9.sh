@@ -8,6 +8,7 @@
 # PART examples   PROBLEMS' examples as runner jobs under the witness (all ranked shapes), in order,
 #                 as many as the budget allows; after `selfcheck` when PROBLEMS starts with "+".
 # PART baselines  PROBLEMS' baselines as submissions, the same way.
+# PART final     moe_unpermute's example again, every cheat, then PROBLEMS' examples (the last call).
 # PART cheats     every cheat fixture of benchmarks/false_positives.py through the runner on the GPU,
 #                 then fast feedback's one-shape case (issue 12's witnessed/provisional ratio).
 set -u
@@ -57,6 +58,11 @@ baselines) runner_jobs baselines "$PROBLEMS" baselines ;;
 cheats)
     runner_jobs cheats "" cheats
     [ "$(left)" -gt 150 ] && OUT=$R/ff FF_TIMEOUT=$(( $(left) - 20 )) bash benchmarks/fast_feedback_h200.sh q 3
+    ;;
+final)  # the example the clock's slack was changed for, every cheat, then PROBLEMS' examples
+    runner_jobs examples moe_unpermute recheck
+    runner_jobs cheats "" cheats
+    [ "$(left)" -gt 140 ] && runner_jobs examples "$PROBLEMS" examples
     ;;
 *) echo "unknown part $PART"; exit 2 ;;
 esac

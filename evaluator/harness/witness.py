@@ -15,14 +15,14 @@ result is confirmed only when a witness agrees with it (docs/security.md, "Timin
   start/stop calls, only a process ncu started may connect, and the job's other processes are
   killed around the session (``process_tree``; docs/security.md has the table).
 - CPU development device: the **judge's clock**: the median time the judge waited for a timed call
-  of the child (from handing it fresh inputs to its next request, less the judge's own wake-up
+  of the child (from handing it fresh inputs to the child's word that the call is over, less the judge's own wake-up
   delay), over the calls the judge checked, which the child can lengthen but never shorten.
 
 A reported median below ``witness * (1 - REL) - (ABS_US + PER_KERNEL_US * kernels)`` is
 REJECTED "timing not confirmed". On the GPU the judge's clock also bounds hidden host work: a
-call that kept the judge waiting ``HOST_SLACK_US`` longer than its gate plus its reported median
-did work the kernel timestamps do not show (class 14). Without ncu a result stays unwitnessed:
-shown, provisional, never ranked. The tolerances are set from the H200 measurements recorded in
+call that kept the judge waiting longer than its gate plus its reported median plus
+``HOST_SLACK_US + HOST_SLACK_REL * median`` did work the kernel timestamps do not show (class 14).
+Without ncu a result stays unwitnessed: shown, provisional, never ranked. The tolerances are set from the H200 measurements recorded in
 ``benchmarks/results/`` (docs/security.md gives the figures).
 """
 
@@ -75,8 +75,12 @@ WITNESS_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "WarpStateStats"
 REL = 0.10
 ABS_US = 2.0
 PER_KERNEL_US = 1.5
-#: The judge's clock beyond gate + median that a GPU call may take (harness checks, pipe, sync).
+#: The judge's clock beyond gate + median that a GPU call may take (harness checks, pipe, sync,
+#: the gate's spin at a clock below the top one): 1500 us plus, like the witness, 10% of the median.
+#: H200 round 9 (clock ended at ``done``): honest calls used 350-1215 us, and once 1947 us on a
+#: 9.1 ms call (moe_unpermute t16384_h7168_e256_k8; 1205 us on the same shape in the call before).
 HOST_SLACK_US = 1500.0
+HOST_SLACK_REL = 0.10
 #: Tolerance of the CPU witness (the judge's clock includes the child's Python loop and the pipe).
 CPU_REL = 0.5
 CPU_ABS_US = 1000.0
@@ -131,7 +135,7 @@ def gpu_witness(report: dict[str, Any], times: list[float], kernels: int,
         message = _not_confirmed(reported, floor, "Nsight Compute", median)
     elif round_trip is not None:
         hidden = round_trip - float(timing.get("gate_us") or 0.0) - reported
-        if hidden > HOST_SLACK_US:
+        if hidden > HOST_SLACK_US + HOST_SLACK_REL * reported:
             confirmed = False
             message = (f"timing not confirmed: each timed call kept the judge waiting {round_trip:.0f} us, "
                        f"{hidden:.0f} us more than its gate and reported median: work the kernel "

@@ -637,6 +637,15 @@ def test_work_the_timestamps_do_not_show_fails_the_judges_clock() -> None:
     assert _witnessed(5.0, [5.2, 5.3, 5.1], round_trip=400.0)["confirmed"]
 
 
+def test_the_host_work_slack_grows_by_a_tenth_of_a_long_calls_median() -> None:
+    # H200 round 9: an honest 9.1 ms call (moe_unpermute) kept the judge waiting 1947 us beyond
+    # its gate and median; the slack there is 1500 us + 912 us. 3 ms beyond is still host work.
+    assert _witnessed(9122.7, [8852.9] * 3, round_trip=1000.0 + 9122.7 + 1947.0,
+                      gate_us=1000.0)["confirmed"]
+    assert not _witnessed(9122.7, [8852.9] * 3, round_trip=1000.0 + 9122.7 + 3000.0,
+                          gate_us=1000.0)["confirmed"]
+
+
 @dataclass
 class Row:
     name: str

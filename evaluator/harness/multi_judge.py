@@ -371,14 +371,34 @@ class MultiJudge:
             self.ranks.enter("ranked", self.request.limits.ranked_s, shape.shape_id)
             started = time.perf_counter()
             iterations = self._iterate(shape, "kernel", float(self.config["budgets"]["kernel"]))
-            report["wall_seconds"] += time.perf_counter() - started
             if iterations.failure is None:
                 self._record(report, shape, iterations)
+                if self._clock_disagrees(report):
+                    # As Judge._ranked_stage: on the CPU the witness is the judge's clock, which a busy
+                    # machine lengthens (three processes on two cores in CI: 990 us reported, 5838 us
+                    # waited). One fresh timing: a forged claim disagrees again, an honest one need not.
+                    self.ranks.enter("ranked", self.request.limits.ranked_s, shape.shape_id)
+                    iterations = self._iterate(shape, "kernel", float(self.config["budgets"]["kernel"]))
+                    if iterations.failure is None:
+                        self._record(report, shape, iterations)
+                        retimed = "the judge's clock did not confirm the first timing (a busy machine?): timed again"
+                        report["notes"] = [*report.get("notes", []), f"{retimed}, the second timing stands"]
+            report["wall_seconds"] += time.perf_counter() - started
+            if iterations.failure is None:
                 continue
             status, message = iterations.failure  # REJECTED: a check failed; the job ends here
             report.update(status=status, message=message)
             self._set_status(status, f"{shape.shape_id}: {message}")
             return
+
+    def _clock_disagrees(self, report: dict[str, Any]) -> bool:
+        """CPU device: a timing its witness (the judge's clock) would not confirm."""
+        from evaluator.harness.witness import judge_wall_witness
+
+        if self.device != "cpu":
+            return False
+        witness = judge_wall_witness(report)
+        return witness is not None and not witness["confirmed"]
 
     def _record(self, report: dict[str, Any], shape: Shape, iterations: Iterations) -> None:
         report["timing"] = self._stats(iterations)

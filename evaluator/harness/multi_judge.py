@@ -54,6 +54,7 @@ from evaluator.harness.request import EvaluationRequest
 from evaluator.harness.shared import Arena
 from evaluator.harness.stats import converged, summarize
 from evaluator.harness.timing import _stats_dict
+from evaluator.harness.witness import judge_wall_witness, set_aside_unconfirmed_timing
 from evaluator.problems import Problem, Shape
 
 #: Warm-up iterations before the timed ones: at least this many and this long (as one GPU's).
@@ -377,12 +378,11 @@ class MultiJudge:
                     # As Judge._ranked_stage: on the CPU the witness is the judge's clock, which a busy
                     # machine lengthens (three processes on two cores in CI: 990 us reported, 5838 us
                     # waited). One fresh timing: a forged claim disagrees again, an honest one need not.
+                    set_aside_unconfirmed_timing(report)
                     self.ranks.enter("ranked", self.request.limits.ranked_s, shape.shape_id)
                     iterations = self._iterate(shape, "kernel", float(self.config["budgets"]["kernel"]))
                     if iterations.failure is None:
                         self._record(report, shape, iterations)
-                        retimed = "the judge's clock did not confirm the first timing (a busy machine?): timed again"
-                        report["notes"] = [*report.get("notes", []), f"{retimed}, the second timing stands"]
             report["wall_seconds"] += time.perf_counter() - started
             if iterations.failure is None:
                 continue
@@ -393,8 +393,6 @@ class MultiJudge:
 
     def _clock_disagrees(self, report: dict[str, Any]) -> bool:
         """CPU device: a timing its witness (the judge's clock) would not confirm."""
-        from evaluator.harness.witness import judge_wall_witness
-
         if self.device != "cpu":
             return False
         witness = judge_wall_witness(report)
@@ -577,8 +575,6 @@ def judge_multi(request: EvaluationRequest, problem: Problem, shape_ids: list[st
     """The whole multi-GPU job, then (ranked mode) the witness of every timed shape: the judge's
     clock on the CPU device; on a GPU none yet (per-rank ncu is not done), so the result is
     provisional (docs/multigpu.md)."""
-    from evaluator.harness.witness import judge_wall_witness
-
     outcome = MultiJudge(request, problem, shape_ids, config, scratch, world_size).run()
     if request.mode == "ranked" and outcome.status is None:
         timed = [shape for shape in outcome.shapes if shape.get("status") == "PASSED" and shape.get("timing")]

@@ -62,4 +62,6 @@ def test_a_forged_claim_the_judges_clock_rejects_is_timed_again_and_rejected_aga
     report = evaluate_file("vector_add", CHEATS / "c16_starve_judge_clock.py", *RANKED, stdin="424242\n")
     assert report["status"] == "REJECTED" and "timing not confirmed" in report["message"]
     assert any("timed again" in note for note in report["notes"])
+    for shape in report["shapes"]:  # the first timing's entry set aside: one per shape at most
+        assert sum("checked by the judge" in check["trial"] for check in shape["checks"]) <= 1
     assert not report["rank_eligible"]

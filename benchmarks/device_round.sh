@@ -1,26 +1,29 @@
 #!/usr/bin/env bash
-# H200 round 9: what round 8 left unverified, one 10-minute device call per PART, results packed into
-# $OUT/r9_PART.tgz. Carry .whl/ (the wheels of benchmarks/gpu_e2e_wheels.txt, the redis client wheel
-# and a Redis >= 6.2 server in .whl/redis7: benchmarks/fast_feedback_h200.sh says how).
-#   SOLBOARD_COMMIT=$(git rev-parse HEAD) BUDGET=560 bash benchmarks/device_round9.sh PART [PROBLEMS]
-# PART selfcheck  the self-check (baselines against fp64, then the examples' kernels) of the problems
-#                 no GPU has run: the seven added after round 8 and moe_router_topk's version 2.
+# An H200 round (9 and later): one 10-minute device call per PART, results packed into
+# $OUT/${ROUND}_PART.tgz (ROUND: r10 unless set; round 9 ran this script as device_round9.sh, r9).
+# Carry .whl/ (the wheels of benchmarks/gpu_e2e_wheels.txt, the redis client wheel and a Redis >= 6.2
+# server in .whl/redis7: benchmarks/fast_feedback_h200.sh says how).
+#   SOLBOARD_COMMIT=$(git rev-parse HEAD) BUDGET=560 bash benchmarks/device_round.sh PART [PROBLEMS]
+# PART selfcheck  the self-check (baselines against fp64, then the examples' kernels) of GPU_NEW.
 # PART examples   PROBLEMS' examples as runner jobs under the witness (all ranked shapes), in order,
 #                 as many as the budget allows; after `selfcheck` when PROBLEMS starts with "+".
 # PART baselines  PROBLEMS' baselines as submissions, the same way.
-# PART final     moe_unpermute's example again, every cheat, then PROBLEMS' examples (the last call).
+# PART final      moe_unpermute's example again, every cheat, then PROBLEMS' examples (the last call).
 # PART cheats     every cheat fixture of benchmarks/false_positives.py through the runner on the GPU,
 #                 then fast feedback's one-shape case (issue 12's witnessed/provisional ratio).
+# PART gpu        PROBLEMS' baselines first (when given), fast feedback's one-shape case, then
+#                 `pytest -m gpu` with what the budget leaves (cut tests are listed as not run).
 set -u
 OUT=${OUT:?set OUT}
 PART=${1:?PART}
 PROBLEMS=${2:-}
-R=/tmp/r9
+ROUND=${ROUND:-r10}
+R=/tmp/$ROUND
 mkdir -p "$R"
 export SOLBOARD_COMMIT=${SOLBOARD_COMMIT:-unknown} PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 started=$(date +%s)
 left() { echo $(( ${BUDGET:-560} - ($(date +%s) - started) )); }
-pack() { tar -C "$R" -czf "$OUT/r9_$PART.tgz" . ; ls -la "$OUT"; }
+pack() { tar -C "$R" -czf "$OUT/${ROUND}_$PART.tgz" . ; ls -la "$OUT"; }
 trap pack EXIT
 { date -u; echo "commit $SOLBOARD_COMMIT"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -V; python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'; ncu --version | tail -1; } \
@@ -58,6 +61,14 @@ baselines) runner_jobs baselines "$PROBLEMS" baselines ;;
 cheats)
     runner_jobs cheats "" cheats
     [ "$(left)" -gt 150 ] && OUT=$R/ff FF_TIMEOUT=$(( $(left) - 20 )) bash benchmarks/fast_feedback_h200.sh q 3
+    ;;
+gpu)
+    [ -n "$PROBLEMS" ] && runner_jobs baselines "$PROBLEMS" baselines
+    [ "$(left)" -gt 150 ] && OUT=$R/ff FF_TIMEOUT=$(( $(left) > 260 ? 120 : $(left) - 30 )) \
+        bash benchmarks/fast_feedback_h200.sh q 3
+    [ "$(left)" -gt 60 ] && { timeout $(( $(left) - 15 )) python3 -m pytest -m gpu -p no:cacheprovider -o addopts= -rA \
+        --durations=0 tests/evaluator tests/runners --ignore=tests/evaluator/test_vocabulary.py > "$R/pytest_gpu.txt" 2>&1
+        echo "pytest rc=$?" >> "$R/pytest_gpu.txt"; grep -E "passed|failed|rc=" "$R/pytest_gpu.txt" | tail -3; }
     ;;
 final)  # the example the clock's slack was changed for, every cheat, then PROBLEMS' examples
     runner_jobs examples moe_unpermute recheck

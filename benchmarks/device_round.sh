@@ -11,6 +11,7 @@
 # PART final      moe_unpermute's example again, every cheat, then PROBLEMS' examples (the last call).
 # PART cheats     every cheat fixture of benchmarks/false_positives.py through the runner on the GPU,
 #                 then fast feedback's one-shape case (issue 12's witnessed/provisional ratio).
+# PART recheck   PROBLEMS' examples, then the baselines of $BASELINES, the same way.
 # PART gpu        PROBLEMS' baselines first (when given), fast feedback's one-shape case, then
 #                 `pytest -m gpu` with what the budget leaves (cut tests are listed as not run).
 set -u
@@ -61,6 +62,10 @@ baselines) runner_jobs baselines "$PROBLEMS" baselines ;;
 cheats)
     runner_jobs cheats "" cheats
     [ "$(left)" -gt 150 ] && OUT=$R/ff FF_TIMEOUT=$(( $(left) - 20 )) bash benchmarks/fast_feedback_h200.sh q 3
+    ;;
+recheck)  # PROBLEMS' examples, then the baselines of BASELINES (a comma-separated list in the environment)
+    runner_jobs examples "$PROBLEMS" examples
+    [ "$(left)" -gt 140 ] && [ -n "${BASELINES:-}" ] && runner_jobs baselines "$BASELINES" baselines
     ;;
 gpu)
     [ -n "$PROBLEMS" ] && runner_jobs baselines "$PROBLEMS" baselines

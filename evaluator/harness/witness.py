@@ -76,11 +76,17 @@ REL = 0.10
 ABS_US = 2.0
 PER_KERNEL_US = 1.5
 #: The judge's clock beyond gate + median that a GPU call may take (harness checks, pipe, sync,
-#: the gate's spin at a clock below the top one): 1500 us plus, like the witness, 10% of the median.
-#: H200 round 9 (clock ended at ``done``): honest calls used 350-1215 us, and once 1947 us on a
-#: 9.1 ms call (moe_unpermute t16384_h7168_e256_k8; 1205 us on the same shape in the call before).
-HOST_SLACK_US = 1500.0
-HOST_SLACK_REL = 0.10
+#: poisoning the outputs and flushing L2 before the gate, the gate's spin at a clock below the top
+#: one): 2000 us plus 75% of the median. H200 round 9 (clock ended at ``done``): honest calls used
+#: 350-1215 us, once 1947 us on a 9.1 ms call. Round 10, 145 honest shapes of 22 jobs: up to 1462 us
+#: on a 341 us call (fp8_blockscaled_gemm m16_n24576_k1536), 1179 us on a 74 us one, and 3677 us on
+#: a 5.4 ms call (fp8_blockscaled_gemm m4096_n36864_k7168, its example: 2.9 GB of temporaries per
+#: call), 1816 us on a 2.2 ms one (w4a16_gemm's baseline): the old 1500 us + 10% rejected 2 of 22
+#: honest jobs. The relative part costs little: work moved to the host runs 50-100x slower than on
+#: the GPU (16 cores against 132 SMs; copies at PCIe speed against HBM), so hiding host work worth
+#: 75% of a median moves about 1% of the work off the witness's sight (docs/security.md).
+HOST_SLACK_US = 2000.0
+HOST_SLACK_REL = 0.75
 #: Tolerance of the CPU witness (the judge's clock includes the child's Python loop and the pipe).
 CPU_REL = 0.5
 CPU_ABS_US = 1000.0
@@ -148,7 +154,7 @@ def gpu_witness(report: dict[str, Any], times: list[float], kernels: int,
     elif not confirmed:
         message = _not_confirmed(reported, floor, "Nsight Compute", median)
     elif round_trip is not None:
-        hidden = round_trip - float(timing.get("gate_us") or 0.0) - reported
+        hidden = round_trip - claimed_gate_us(timing) - reported
         if hidden > HOST_SLACK_US + HOST_SLACK_REL * reported:
             confirmed = False
             message = (f"timing not confirmed: each timed call kept the judge waiting {round_trip:.0f} us, "
@@ -156,6 +162,18 @@ def gpu_witness(report: dict[str, Any], times: list[float], kernels: int,
                        "timestamps do not show (host work or copies, class 14)")
     return {"source": "ncu", "median_us": median, "n": len(times), "kernels_per_call": kernels,
             "judge_round_trip_us": round_trip, "floor_us": floor, "confirmed": confirmed, "message": message}
+
+
+def claimed_gate_us(timing: dict[str, Any]) -> float:
+    """The launch gate the child says each call waited behind: a claim, so never more than the
+    longest gate the harness sets (a forged 1e9 would excuse any host work)."""
+    from evaluator.harness.gpu_timing import GATE_MAX_US
+
+    try:
+        gate = float(timing.get("gate_us") or 0.0)
+    except (TypeError, ValueError):
+        return 0.0
+    return min(gate, GATE_MAX_US) if math.isfinite(gate) and gate > 0 else 0.0
 
 
 def _not_confirmed(reported: float, floor: float, who: str, witness: float) -> str:

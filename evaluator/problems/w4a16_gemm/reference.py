@@ -68,6 +68,14 @@ def reference(inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> dict[str
     return {"y": inputs["x"].double() @ dequantise_fp64(inputs["qweight"], inputs["scales"]).t()}
 
 
+def error_scale(inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> dict[str, torch.Tensor]:
+    """sqrt(sum_k (x[m,k] w[n,k])^2) per output (atol_scale "inputs"): a bf16 tensor-core kernel
+    rounds every dequantised weight to bf16, an error relative to each product, not to y, which
+    can cancel to ~0 while its products do not. A scale, so fp32 is precise enough (one GEMM)."""
+    w = dequantise_fp64(inputs["qweight"], inputs["scales"]).float()
+    return {"y": (inputs["x"].float().square() @ w.square().t()).sqrt()}
+
+
 def baseline(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, y: torch.Tensor) -> None:
     """What a user writes without a kernel: unpack the nibbles byte-wise (a byte of the
     little-endian word i holds columns 8i + 2b and 8i + 2b + 1), dequantise to bf16 (one rounding

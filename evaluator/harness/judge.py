@@ -377,12 +377,11 @@ class Judge:
                 # machine delays the child's wake-up in every one of them (nothing the child reports
                 # about its run queue can be taken off: docs/security.md). One fresh timing: a
                 # forged claim disagrees again, an honest one measured in a busy moment need not.
-                set_aside_unconfirmed_timing(report)
-                notes = report["notes"]
+                retimed = set_aside_unconfirmed_timing(report)
                 self.child.enter("ranked", self.request.limits.ranked_s, shape.shape_id)
                 KernelTimingService(self, shape, report).run()
-                if notes[-1] not in report.get("notes", []):  # a recorded timing rewrote the notes
-                    report["notes"] = [*report.get("notes", []), notes[-1]]
+                if retimed not in report.get("notes", []):  # a recorded timing rewrote the notes
+                    report["notes"] = [*report.get("notes", []), retimed]
             report["wall_seconds"] += time.perf_counter() - started
             if report["status"] == "REJECTED":
                 self._set_status("REJECTED", f"{shape.shape_id}: {report['message']}")

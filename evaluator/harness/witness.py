@@ -124,10 +124,10 @@ def judge_wall_witness(report: dict[str, Any]) -> dict[str, Any] | None:
             "message": "" if confirmed else _not_confirmed(timing["median_us"], floor, "the judge's clock", round_trip)}
 
 
-def set_aside_unconfirmed_timing(report: dict[str, Any]) -> None:
+def set_aside_unconfirmed_timing(report: dict[str, Any]) -> str:
     """Before a CPU shape is timed again: the first timing's check entry (always the last one) leaves
-    the report, which keeps one timing entry per shape, the one that stands; the note says why and
-    what the first timing showed."""
+    the report, which keeps one timing entry per shape, the one that stands; the note, added to the
+    report and returned, says why and what the first timing showed."""
     first = report["checks"].pop() if report.get("checks") else None
     witness = judge_wall_witness(report) or {}
     shown = (f" ({report['timing']['median_us']:.1f} us reported, {witness['judge_round_trip_us']:.1f} us "
@@ -136,6 +136,7 @@ def set_aside_unconfirmed_timing(report: dict[str, Any]) -> None:
     note = (f"the judge's clock did not confirm the first timing{shown}, a busy machine?{checked}: "
             "timed again, the second timing stands")
     report["notes"] = [*report.get("notes", []), note]
+    return note
 
 
 def gpu_witness(report: dict[str, Any], times: list[float], kernels: int,

@@ -14,7 +14,7 @@ result is confirmed only when a witness agrees with it (docs/security.md, "Timin
   call with no kernel is not a witness. The witness process is untrusted: ncu ignores its profiler
   start/stop calls, only a process ncu started may connect, and the job's other processes are
   killed around the session (``process_tree``; docs/security.md has the table).
-- CPU development device: the **judge's clock**: the median time the judge waited for a timed call
+- CPU development device: the **judge's clock**: the 10th percentile of the time the judge waited for a timed call
   of the child (from handing it fresh inputs to the child's word that the call is over, less the judge's own wake-up
   delay), over the calls the judge checked, which the child can lengthen but never shorten.
 
@@ -111,9 +111,13 @@ class CallTimes:
 
 
 def judge_wall_witness(report: dict[str, Any]) -> dict[str, Any] | None:
-    """CPU: the judge's round-trip median (over its checked calls) as the witness."""
+    """CPU: the 10th percentile of the judge's round trips over its checked calls as the witness.
+    Each is a lower bound of its call's cost (only checked calls, which did the work, and a clock the
+    child can only lengthen); the low end drops the scheduling spikes of a busy machine, which on the
+    median REJECTED the honest allreduce example in 2 of 10 ranked runs here (2 gloo ranks and the
+    judge on 2 cores: median wait 8277 us, 10th percentile 2393 us, 1838 us reported)."""
     judge = report.get("judge") or {}
-    round_trip = judge.get("round_trip_us")
+    round_trip = judge.get("round_trip_low_us")
     timing = report.get("timing")
     if round_trip is None or not timing:
         return None

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # An H200 round (9 and later): one 10-minute device call per PART, results packed into
-# $OUT/${ROUND}_PART.tgz (ROUND: r10 unless set; round 9 ran this script as device_round9.sh, r9).
+# $OUT/${ROUND}_PART.tgz (ROUND: r11 unless set; round 9 ran this script as device_round9.sh, r9).
 # Carry .whl/ (the wheels of benchmarks/gpu_e2e_wheels.txt, the redis client wheel and a Redis >= 6.2
 # server in .whl/redis7: benchmarks/fast_feedback_h200.sh says how).
 #   SOLBOARD_COMMIT=$(git rev-parse HEAD) BUDGET=560 bash benchmarks/device_round.sh PART [PROBLEMS]
@@ -12,13 +12,15 @@
 # PART cheats     every cheat fixture of benchmarks/false_positives.py through the runner on the GPU,
 #                 then fast feedback's one-shape case (issue 12's witnessed/provisional ratio).
 # PART recheck   PROBLEMS' examples, then the baselines of $BASELINES, the same way.
+# PART sweep     `pytest -m gpu -k "$PYTEST_K"` first (when set), PROBLEMS' baselines, then the
+#                 examples of $EXAMPLES (a comma-separated list in the environment), as the budget allows.
 # PART gpu        PROBLEMS' baselines first (when given), fast feedback's one-shape case, then
 #                 `pytest -m gpu` with what the budget leaves (cut tests are listed as not run).
 set -u
 OUT=${OUT:?set OUT}
 PART=${1:?PART}
 PROBLEMS=${2:-}
-ROUND=${ROUND:-r10}
+ROUND=${ROUND:-r11}
 R=/tmp/$ROUND
 mkdir -p "$R"
 export SOLBOARD_COMMIT=${SOLBOARD_COMMIT:-unknown} PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -74,6 +76,13 @@ gpu)
     [ "$(left)" -gt 60 ] && { timeout $(( $(left) - 15 )) python3 -m pytest -m gpu -p no:cacheprovider -o addopts= -rA \
         --durations=0 tests/evaluator tests/runners --ignore=tests/evaluator/test_vocabulary.py > "$R/pytest_gpu.txt" 2>&1
         echo "pytest rc=$?" >> "$R/pytest_gpu.txt"; grep -E "passed|failed|rc=" "$R/pytest_gpu.txt" | tail -3; }
+    ;;
+sweep)
+    [ -n "${PYTEST_K:-}" ] && { timeout 90 python3 -m pytest -m gpu -p no:cacheprovider -o addopts= -rA -k "$PYTEST_K" \
+        tests/evaluator tests/runners --ignore=tests/evaluator/test_vocabulary.py > "$R/pytest_k.txt" 2>&1
+        echo "pytest rc=$?" >> "$R/pytest_k.txt"; grep -E "passed|failed|rc=" "$R/pytest_k.txt" | tail -3; }
+    runner_jobs baselines "$PROBLEMS" baselines
+    [ "$(left)" -gt 140 ] && [ -n "${EXAMPLES:-}" ] && runner_jobs examples "$EXAMPLES" examples
     ;;
 final)  # the example the clock's slack was changed for, every cheat, then PROBLEMS' examples
     runner_jobs examples moe_unpermute recheck

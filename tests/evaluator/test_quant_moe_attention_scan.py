@@ -18,7 +18,7 @@ import torch
 from evaluator.problems import TensorSpec, get_problem
 from tests.evaluator.problem_checks import assert_example_and_baseline_pass, assert_wrong_kernel_fails
 from tests.evaluator.test_catalogue import cpu_cases, failed_outputs, run_kernel
-from tests.harness_helpers import evaluate_file
+from tests.harness_helpers import cuda_available, evaluate_file
 
 CPU = ("--device", "cpu")
 NAMES = [
@@ -119,6 +119,46 @@ def test_paged_slots_past_each_sequence_hold_larger_values() -> None:
     in_use = module._slots_in_use(inputs["seq_lens"].tolist(), inputs["block_table"], axes["NB"])
     magnitude = inputs["k_cache"].float().abs().mean(dim=(2, 3))  # (NB, 16)
     assert float(magnitude[~in_use].min()) > 4 * float(magnitude[in_use].max())
+
+
+def test_paged_baseline_packs_each_sequences_slots_in_order_without_reading_the_lengths() -> None:
+    """Version 2's gather: the first T packed slots are every sequence's token slots in order,
+    the filler up to the capacity points at real slots (the GPU test below checks there is no
+    host sync)."""
+    module = reference_module("paged_decode_attention")
+    axes = get_problem("paged_decode_attention").select_shapes("all", device="cpu")[0].axes
+    inputs = module.generate_inputs(axes, 2, "cpu", "normal")
+    lengths = inputs["seq_lens"].tolist()
+    capacity = axes["NB"] * 16
+    slots, cumulative = module._packed_slots(inputs["block_table"], inputs["seq_lens"], capacity)
+    expected = [
+        int(inputs["block_table"][row, position // 16]) * 16 + position % 16
+        for row, length in enumerate(lengths)
+        for position in range(length)
+    ]
+    assert slots.shape == (capacity,) and slots[: len(expected)].tolist() == expected
+    assert cumulative.tolist() == [sum(lengths[:row]) for row in range(len(lengths) + 1)]
+    assert 0 <= int(slots.min()) and int(slots.max()) < capacity
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cuda_available(), reason="needs an NVIDIA GPU")
+def test_paged_baseline_never_waits_for_the_device() -> None:
+    """Version 1 read seq_lens on the host every call; under sync debug mode 'error' any
+    host-device sync in version 2's CUDA path raises."""
+    problem = get_problem("paged_decode_attention")
+    module = problem.reference_module()
+    axes = problem.select_shapes("quick", device="cuda")[0].axes
+    inputs = module.generate_inputs(axes, 1, "cuda", "normal")
+    out = torch.empty_like(inputs["q"])
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        module.baseline(**inputs, out=out)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    expected = module.reference({name: tensor.cpu() for name, tensor in inputs.items()}, axes)["out"]
+    assert torch.allclose(out.double().cpu(), expected, atol=2e-2 * float(expected.pow(2).mean().sqrt()), rtol=1e-2)
 
 
 def sequential_scan(

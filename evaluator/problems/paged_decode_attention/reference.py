@@ -5,9 +5,10 @@ block_table[b, i // 16], in k_cache and v_cache (num_blocks, 16, Hkv, 128). Its 
 (Hq, 128) attends to all of them, without a mask: query head h reads KV head h // (Hq / Hkv) (GQA,
 Llama's repeat_kv), scores scaled by 1/sqrt(128). out[b, h] = softmax(scores) @ V.
 
-Baseline: the cached tokens gathered into packed K and V (one index_select each), then
-FlashAttention-2's variable-length forward (aten._flash_attention_forward with cumulative
-lengths, GQA native) on CUDA; on the CPU, which has no flash kernel, SDPA per sequence.
+Baseline (version 2): the cached tokens gathered into packed K and V (one index_select each, slots
+computed on the device: no host sync), then FlashAttention-2's variable-length forward
+(aten._flash_attention_forward with cumulative lengths, GQA native) on CUDA; on the CPU, which
+has no flash kernel, SDPA per sequence.
 """
 
 from __future__ import annotations
@@ -129,16 +130,19 @@ def reference(inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> dict[str
 
 
 def _packed_slots(
-    block_table: torch.Tensor, seq_lens: torch.Tensor, lengths: list[int]
+    block_table: torch.Tensor, seq_lens: torch.Tensor, capacity: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(slot of every cached token in sequence order, cumulative lengths int32 (B+1,))."""
+    """(slot of every cached token in sequence order, then filler up to `capacity` entries;
+    cumulative lengths int32 (B+1,)), without reading seq_lens on the host: `capacity` is any
+    bound on the total known from the shapes, and the positions past the total point at a slot
+    of the last sequence's table row (read, never attended to)."""
     device = block_table.device
-    lens = seq_lens.long()
-    total = sum(lengths)
-    cumulative = torch.zeros(len(lengths) + 1, dtype=torch.int64, device=device)
-    torch.cumsum(lens, dim=0, out=cumulative[1:])
-    sequence = torch.repeat_interleave(torch.arange(len(lengths), device=device), lens, output_size=total)
-    position = torch.arange(total, device=device) - cumulative[sequence]
+    rows, pages = block_table.shape
+    cumulative = torch.zeros(rows + 1, dtype=torch.int64, device=device)
+    torch.cumsum(seq_lens.long(), dim=0, out=cumulative[1:])
+    packed = torch.arange(capacity, device=device)
+    sequence = torch.searchsorted(cumulative[1:], packed, right=True).clamp_(max=rows - 1)
+    position = (packed - cumulative[sequence]).clamp_(0, pages * BLOCK_SIZE - 1)
     blocks = block_table[sequence, position // BLOCK_SIZE].long()
     return blocks * BLOCK_SIZE + position % BLOCK_SIZE, cumulative.to(torch.int32)
 
@@ -151,20 +155,27 @@ def baseline(
     seq_lens: torch.Tensor,
     out: torch.Tensor,
 ) -> None:
-    lengths = seq_lens.tolist()
-    slots, cumulative = _packed_slots(block_table, seq_lens, lengths)
+    # Version 2: no host read of seq_lens (version 1's seq_lens.tolist() waited for the device on
+    # every call, so the launches behind it ran one by one on an idle GPU). The packed K and V hold
+    # min(B x S, NB x 16) tokens, a bound on the total from the shapes alone (NB x 16 is the
+    # total plus the pool's spare pages, ~0.2-3% more), and FlashAttention is told S, the
+    # longest a sequence may be, for its longest key length.
+    rows, pages = block_table.shape
+    longest = pages * BLOCK_SIZE
+    capacity = min(rows * longest, k_cache.shape[0] * BLOCK_SIZE)
+    slots, cumulative = _packed_slots(block_table, seq_lens, capacity)
     hkv, d = k_cache.shape[2], k_cache.shape[3]
-    k = k_cache.view(-1, hkv, d).index_select(0, slots)  # (T, Hkv, D)
+    k = k_cache.view(-1, hkv, d).index_select(0, slots)  # (capacity, Hkv, D)
     v = v_cache.view(-1, hkv, d).index_select(0, slots)
     if q.device.type == "cuda":
-        queries = torch.arange(q.shape[0] + 1, dtype=torch.int32, device=q.device)
+        queries = torch.arange(rows + 1, dtype=torch.int32, device=q.device)
         result = torch.ops.aten._flash_attention_forward(
-            q, k, v, queries, cumulative, 1, max(lengths), 0.0, False, False
+            q, k, v, queries, cumulative, 1, longest, 0.0, False, False
         )
         out.copy_(result[0])
         return
     bounds = cumulative.tolist()
-    for row in range(q.shape[0]):
+    for row in range(rows):
         keys = k[bounds[row] : bounds[row + 1]].transpose(0, 1)[None]  # (1, Hkv, L, D)
         values = v[bounds[row] : bounds[row + 1]].transpose(0, 1)[None]
         result = F.scaled_dot_product_attention(q[row][None, :, None], keys, values, enable_gqa=True)

@@ -129,6 +129,8 @@ def runner_split(phases: dict[str, float], wall: float | None) -> dict[str, floa
             handed + before_judge + to_compile_end - phases.get("baseline", 0.0), 3),
         "receipt_to_final_s": round(handed + to_report, 3),
     }
+    if "runner.hand_over_to_exit" in phases:  # the judge's exit, which the delivery waits for
+        split["report_to_exit_s"] = round(phases["runner.hand_over_to_exit"] - to_report, 3)
     if "runner.hand_over_to_provisional" in phases:
         split["receipt_to_provisional_s"] = round(handed + phases["runner.hand_over_to_provisional"], 3)
     return split
@@ -156,7 +158,7 @@ def run_case(cluster: Cluster, case: Case, repeats: int, gap_s: float, gpu_type:
 def summarise(samples: list[dict[str, Any]]) -> dict[str, Any]:
     keys = ["submit_to_started_s", "submit_to_provisional_s", "submit_to_stored_s", "receipt_to_hand_over_s",
             "hand_over_to_judge_s", "receipt_to_first_test_call_s", "receipt_to_first_test_call_without_baseline_s",
-            "receipt_to_provisional_s", "receipt_to_final_s", "witness_per_ranked_shape_s",
+            "receipt_to_provisional_s", "receipt_to_final_s", "report_to_exit_s", "witness_per_ranked_shape_s",
             "witnessed_over_provisional"]
     summary: dict[str, Any] = {"n": len(samples), "statuses": sorted({s["status"] for s in samples}),
                                "warm_spare": sum(bool(s["warm_spare"]) for s in samples),

@@ -151,7 +151,9 @@ OnProvisional = Callable[[EvaluationReport], None]
 class Timeline:
     """The runner's clock (time.monotonic) around one job, for the report's ``phase_seconds``
     (``runner.*``): when the worker took the delivery, when the evaluator got the job (a fresh
-    process started, or a warm spare handed its line), when each event line came back."""
+    process started, or a warm spare handed its line), when each event line came back, and when
+    the process had exited (``exit``: the result is delivered after it, so report -> exit is part
+    of what a user waits for the witnessed result)."""
 
     received: float | None = None
     handed_over: float | None = None
@@ -161,7 +163,7 @@ class Timeline:
         if self.handed_over is None:
             return {}
         phases = {f"runner.hand_over_to_{event}": round(when - self.handed_over, 3)
-                  for event, when in self.seen.items() if event in ("provisional", "report")}
+                  for event, when in self.seen.items() if event in ("provisional", "report", "exit")}
         if self.received is not None:
             phases["runner.receipt_to_hand_over"] = round(self.handed_over - self.received, 3)
         return phases
@@ -202,6 +204,7 @@ def run(job: Job, ctx: Context, cancel_reason: Callable[[], str | None], spare: 
             result = running.wait(running.started + limits_for(job, ctx.slot).wall_seconds,
                                   lambda: cancel_reason() is not None, on_line)
             timeline.seen.setdefault("report", time.monotonic())  # it came with the exit
+            timeline.seen["exit"] = time.monotonic()
             _keep_artifacts(inputs.artifacts, ctx.state.root / "artifacts" / safe_name(job.job_id))
     except (sandbox.SandboxError, OSError) as error:
         return _result(job, ctx, "sandbox_error", f"the sandbox could not be set up: {error}")
@@ -223,6 +226,7 @@ def _run_in_spare(job: Job, ctx: Context, cancel_reason: Callable[[], str | None
                                time.monotonic() + limits_for(job, ctx.slot).wall_seconds,
                                lambda: cancel_reason() is not None, on_line)
             timeline.seen.setdefault("report", time.monotonic())  # it came with the exit
+            timeline.seen["exit"] = time.monotonic()
             _keep_artifacts(inputs.artifacts, ctx.state.root / "artifacts" / safe_name(job.job_id))
     except (sandbox.SandboxError, OSError) as error:
         spare.discard()

@@ -318,9 +318,15 @@ class Running:
     def wait(self, deadline: float, cancel_requested: Callable[[], bool],
              on_line: Callable[[bytes], None] | None = None) -> Result:
         """Wait for the end, killing the process group at ``deadline`` (time.monotonic) or on
-        cancel; ``on_line`` gets each new stdout line while it runs. Then clean up everything."""
+        cancel; ``on_line`` gets each new stdout line while it runs, and those that came with its
+        exit (a judge leaves right after its last lines: evaluator/jobstream.py). Then clean up
+        everything."""
         timed_out, cancelled = _wait(self, deadline, cancel_requested, on_line)
-        return self._finish(timed_out, cancelled)
+        result = self._finish(timed_out, cancelled)
+        if on_line is not None:  # the readers are joined: every line the process wrote is here
+            for line in self.new_lines():
+                on_line(line)
+        return result
 
     def kill(self) -> Result:
         """End it now (a spare nobody will use) and clean up as after any job."""

@@ -142,6 +142,7 @@ def run_job(args: argparse.Namespace, secret_seed: int | None = None, warm: Warm
     try:
         if args.stream:
             jobstream.emit_report("report", report.model_dump_json())
+            jobstream.leave(0)
         else:
             print(report.model_dump_json(indent=2) if args.json else human_summary(report))
     except BrokenPipeError:  # a reader that stopped early (| head) is not the evaluator's failure

@@ -153,6 +153,21 @@ def test_a_cancel_request_stops_the_job(scratch_root: Path, user: sandbox.JobUse
     assert result.cancelled and not result.timed_out and result.wall_seconds < 10
 
 
+def test_every_line_reaches_the_line_handler_even_when_the_process_exits_right_after(
+        scratch_root: Path, user: object) -> None:
+    """A judge leaves by os._exit the moment its final report is out (evaluator/jobstream.py): the
+    provisional line just before it must still reach the runner's handler, not only the stdout."""
+    code = "import os; os.write(1, b'one\\ntwo\\nthree\\n'); os._exit(0)"
+    seen: list[bytes] = []
+    with sandbox.Scratch(scratch_root, user) as scratch:  # type: ignore[arg-type]
+        spec = sandbox.Spec(argv=[sys.executable, "-c", code], env={"PATH": "/usr/bin:/bin"},
+                            limits=sandbox.Limits(wall_seconds=30), user=user)  # type: ignore[arg-type]
+        running = sandbox.start(spec, scratch.path)
+        result = running.wait(time.monotonic() + 30, lambda: False, seen.append)
+    assert result.returncode == 0 and result.stdout == b"one\ntwo\nthree\n"
+    assert seen == [b"one", b"two", b"three"]
+
+
 def test_output_is_captured_and_capped(scratch_root: Path, user: object) -> None:
     code = "import sys; sys.stdout.write('x' * 1_000_000); sys.stderr.write('y' * 1_000_000)"
     result = run(code, scratch_root, user, stdout_bytes=65536, stderr_bytes=1024)  # type: ignore[arg-type]

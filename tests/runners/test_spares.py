@@ -201,4 +201,6 @@ def test_a_ranked_job_sends_its_provisional_report_before_the_final_one(keeper: 
     phases = result.report.phase_seconds
     assert early.phase_seconds["runner.receipt_to_hand_over"] == phases["runner.receipt_to_hand_over"] >= 0
     assert 0 < early.phase_seconds["runner.hand_over_to_provisional"] <= phases["runner.hand_over_to_report"]
+    assert phases["runner.hand_over_to_report"] <= phases["runner.hand_over_to_exit"]
+    assert "runner.hand_over_to_exit" not in early.phase_seconds  # the process still ran then
     assert phases["judge_start"] < 1.0  # the spare imported everything before the job existed

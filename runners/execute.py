@@ -152,8 +152,8 @@ class Timeline:
     """The runner's clock (time.monotonic) around one job, for the report's ``phase_seconds``
     (``runner.*``): when the worker took the delivery, when the evaluator got the job (a fresh
     process started, or a warm spare handed its line), when each event line came back, and when
-    the process had exited (``exit``: the result is delivered after it, so report -> exit is part
-    of what a user waits for the witnessed result)."""
+    the process had exited and the sandbox had cleaned up after it (``exit``: the result is
+    delivered after that, so report -> exit is part of the wait for the witnessed result)."""
 
     received: float | None = None
     handed_over: float | None = None

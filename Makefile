@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 # python3.11 (else python3) on the PATH that every user can execute: a pyenv build under a 0700
 # /root is not one, and the jail would refuse every job ("Permission denied"). None: the first found.
 BOOTSTRAP_PYTHON ?= $(shell for p in $$(which -a python3.11 python3 2>/dev/null); do \
-    $$p -c 'import os, sys; q = os.path.realpath(sys.executable); sys.exit(not all(os.stat(d).st_mode & 0o001 for d in [q] + [os.path.dirname(q)] + [os.path.dirname(q)[:i] or "/" for i, c in enumerate(os.path.dirname(q)) if c == "/"]))' 2>/dev/null \
+    $$p -c 'import os, sys, pathlib; q = pathlib.Path(os.path.realpath(sys.executable)); sys.exit(not all(p.stat().st_mode & 0o001 for p in [q, *q.parents]))' 2>/dev/null \
     && { echo $$p; exit; }; done; command -v python3.11 2>/dev/null || command -v python3)
 # Written after a successful install; rebuilt only when pyproject.toml changes.
 STAMP := $(VENV)/.solboard-setup

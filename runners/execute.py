@@ -159,6 +159,11 @@ class Timeline:
     handed_over: float | None = None
     seen: dict[str, float] = field(default_factory=dict)
 
+    def process_ended(self) -> None:
+        now = time.monotonic()
+        self.seen.setdefault("report", now)  # no report line before: it came with the exit
+        self.seen["exit"] = now
+
     def phases(self) -> dict[str, float]:
         if self.handed_over is None:
             return {}
@@ -203,8 +208,7 @@ def run(job: Job, ctx: Context, cancel_reason: Callable[[], str | None], spare: 
             running.write_stdin(f"{job.seed}\n".encode())
             result = running.wait(running.started + limits_for(job, ctx.slot).wall_seconds,
                                   lambda: cancel_reason() is not None, on_line)
-            timeline.seen.setdefault("report", time.monotonic())  # it came with the exit
-            timeline.seen["exit"] = time.monotonic()
+            timeline.process_ended()
             _keep_artifacts(inputs.artifacts, ctx.state.root / "artifacts" / safe_name(job.job_id))
     except (sandbox.SandboxError, OSError) as error:
         return _result(job, ctx, "sandbox_error", f"the sandbox could not be set up: {error}")
@@ -225,8 +229,7 @@ def _run_in_spare(job: Job, ctx: Context, cancel_reason: Callable[[], str | None
             result = spare.run(json.dumps(request).encode() + b"\n",
                                time.monotonic() + limits_for(job, ctx.slot).wall_seconds,
                                lambda: cancel_reason() is not None, on_line)
-            timeline.seen.setdefault("report", time.monotonic())  # it came with the exit
-            timeline.seen["exit"] = time.monotonic()
+            timeline.process_ended()
             _keep_artifacts(inputs.artifacts, ctx.state.root / "artifacts" / safe_name(job.job_id))
     except (sandbox.SandboxError, OSError) as error:
         spare.discard()

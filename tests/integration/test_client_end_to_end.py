@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from solboard_client.commands import EXIT_SERVICE
+
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 SOLBOARD = [sys.executable, "-m", "leaderboard"]
@@ -73,7 +75,11 @@ def wait_until_healthy(port: int, process: subprocess.Popen[bytes], var: Path) -
 
 
 def solboard(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*SOLBOARD, *args], env=env, capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run([*SOLBOARD, *args], env=env, capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode == EXIT_SERVICE:  # say why the site went away: its log is in pytest's tmp dir
+        run_log = Path(env["SOLBOARD_VAR"]) / "run.log"
+        done.stderr += "\n--- tail of the site's run.log ---\n" + run_log.read_text(errors="replace")[-6000:]
+    return done
 
 
 def test_submit_and_wait_prints_the_per_shape_table_and_succeeds(site: dict[str, str]) -> None:

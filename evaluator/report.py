@@ -157,6 +157,12 @@ class TimingStats(_Model):
         description="The CUDA events outran the device span behind the first gate, so they were measured "
         "again behind the longest gate (1000 us) before any class-14 flag; gate_us is that gate.",
     )
+    events_remeasured: bool = Field(
+        default=False,
+        description="The CUDA events outran the device span behind the longest gate, so a profiled batch "
+        "and an events batch were measured again, one right after the other, and the class-14 flag "
+        "was decided on that pair (spans and events measured apart had disagreed on an honest kernel).",
+    )
     cold_l2: bool = Field(
         default=True, description="L2 flushed and persisting window reset before each call."
     )

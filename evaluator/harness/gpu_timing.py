@@ -195,6 +195,17 @@ def _ranked(
     return "device_span", spans, extra
 
 
+def judged_side_by_side(
+    spans: list[float], spans_again: list[float], events_again: list[float], allowance_us: float
+) -> tuple[str, list[float], dict[str, Any]]:
+    """The second look behind the longest gate: the events measured again are compared with the
+    spans measured just before them (``spans_again``); the span ranks with every span measured
+    (``spans``), the events only when they still outrun their neighbours (class 14)."""
+    source, _, extra = _ranked(spans_again, events_again, True, allowance_us)
+    extra["events_remeasured"] = True
+    return source, (spans if source == "device_span" else events_again), extra
+
+
 def longer_gate(source: str, cupti: bool, gate_us: float) -> float | None:
     """The gate to measure the events behind again before a class-14 flag, or None: only when the
     events outran the device span and the gate was shorter than its longest."""
@@ -241,9 +252,8 @@ def time_gpu(
         ok = converged(summarize(primary), config.target_rel, config.min_samples)
         if ok or perf_counter() - started > config.budget_s:
             break
-    notes: list[str] = []
-    _compare_kernel_sets(warmup_names, names, notes)
     source, ranked, extra = _ranked(spans, events, timer.cupti, config.launch_allowance_us)
+    compared_spans = spans  # the spans the events were judged against
     if retry_gate_us := longer_gate(source, timer.cupti, gate_us):
         # Round 7 on the H200: an honest Triton launcher once showed CUDA events 50+ us above its
         # device span (flagged, class 14) and none in two reruns. Before flagging, the events are
@@ -253,6 +263,18 @@ def time_gpu(
         events = timer.batch(max(size // 2, 8), profiled=False).events_us
         source, ranked, extra = _ranked(spans, events, timer.cupti, config.launch_allowance_us)
         extra["gate_retried"] = True
+    elif source == "events" and timer.cupti and (again := timer.batch(max(size // 2, 8))).spans_us:
+        # Already behind the longest gate. H200 round 12: an honest moe_gemm_swiglu example (a host
+        # sync and ~35 launches a call, GB-sized temporaries, the GPU throttling) once had events 12%
+        # above its span (flagged) and no excess in its rerun; the spans and the events it was judged
+        # on came from batches measured apart. Both are measured again, one batch right after the
+        # other, and the flag is decided on that pair: host work inside every call shows in it again.
+        events = timer.batch(max(size // 2, 8), profiled=False).events_us
+        spans, compared_spans = spans + again.spans_us, again.spans_us
+        names += again.names
+        source, ranked, extra = judged_side_by_side(spans, compared_spans, events, config.launch_allowance_us)
+    notes: list[str] = []
+    _compare_kernel_sets(warmup_names, names, notes)
     summary = summarize(ranked)
     method = "cupti" if timer.cupti else "events"
     stats = _stats_dict(summary, method, source, converged(summary, config.target_rel, config.min_samples))
@@ -264,7 +286,7 @@ def time_gpu(
     if source == "events" and timer.cupti:
         flags.append(
             f"the call's CUDA-event time ({extra['event_median_us']:.1f} us) exceeds its device span "
-            f"({summarize(spans).median:.1f} us) by more than the baseline's launch overhead "
+            f"({summarize(compared_spans).median:.1f} us) by more than the baseline's launch overhead "
             f"({config.launch_allowance_us:.1f} us) plus 10%/50 us: host work or gaps (class 14), "
             "ranked by CUDA events"
         )

@@ -63,3 +63,21 @@ def test_the_audit_script_runs_its_cpu_smoke_test(tmp_path: Path) -> None:
     softmax = [row for row in result["rows"] if row["problem"] == "softmax"]
     assert all(o["margin"] < 0.5 for row in softmax for d in row["margins"].values() for o in d.values())
     assert result["changed"]["softmax"] == {"replaced_version": 1, "now": get_problem("softmax").version}
+
+
+def test_the_later_candidates_that_run_on_the_cpu_pass_every_distribution_there(tmp_path: Path) -> None:
+    """Integer outputs (moe_permute's offsets, sort_keys' keys) poisoned as the harness does, and each
+    candidate's margins as good as the baseline's, before a GPU times them."""
+    out = tmp_path / "audit.json"
+    problems = "fp8_quant_per_token,sort_keys,moe_permute"
+    assert audit().main(["--device", "cpu", "--quick", "--problems", problems, "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert {(row["problem"], row["variant"]) for row in rows} == {
+        ("fp8_quant_per_token", "current"), ("fp8_quant_per_token", "candidate:div_out"),
+        ("sort_keys", "current"), ("sort_keys", "candidate:sort_out"),
+        ("moe_permute", "current"), ("moe_permute", "candidate:sort_searchsorted"),
+    }
+    for row in rows:
+        assert "error" not in row, row
+        margins = [output for by_output in row["margins"].values() for output in by_output.values()]
+        assert margins and all(output["margin"] < 1 and output["matched"] >= output["required"] for output in margins), row

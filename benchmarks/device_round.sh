@@ -16,6 +16,10 @@
 #                 examples of $EXAMPLES (a comma-separated list in the environment), as the budget allows.
 # PART gpu        PROBLEMS' baselines first (when given), fast feedback's one-shape case, then
 #                 `pytest -m gpu` with what the budget leaves (cut tests are listed as not run).
+# PART secondlook after round 12 (ROUND r13): moe_gemm_swiglu's example RUNS times (3 unless set; the
+#                 class-14 second look of 9d00aa0 on the job round 12 flagged falsely), the baselines of
+#                 fp8_quant_per_block and gelu_and_mul (not run since 52e8e52), then
+#                 benchmarks/baseline_audit.py on the quick shapes with what the budget leaves.
 set -u
 OUT=${OUT:?set OUT}
 PART=${1:?PART}
@@ -48,9 +52,9 @@ selfcheck() {
     done; grep -E "^==|PASS|FAIL" "$R/selfcheck_examples.txt" | tail -20
 }
 
-runner_jobs() {  # runner_jobs SETS PROBLEMS TAG
+runner_jobs() {  # runner_jobs SETS PROBLEMS TAG (RUNS runs of each, 1 unless set)
     timeout $(( $(left) - 10 )) python3 benchmarks/false_positives.py --device cuda --gpu-type h200 \
-        --sets "$1" --runs 1 --budget-s $(( $(left) - 100 )) ${2:+--only "$2"} \
+        --sets "$1" --runs "${RUNS:-1}" --budget-s $(( $(left) - 100 )) ${2:+--only "$2"} \
         --out "$R/runner_$3.json" > "$R/runner_$3.log" 2>&1
     echo "runner $3 rc=$?"; grep -E '^\{' "$R/runner_$3.log" | cut -c1-220; tail -1 "$R/runner_$3.log"
 }
@@ -83,6 +87,12 @@ sweep)
         echo "pytest rc=$?" >> "$R/pytest_k.txt"; grep -E "passed|failed|rc=" "$R/pytest_k.txt" | tail -3; }
     runner_jobs baselines "$PROBLEMS" baselines
     [ "$(left)" -gt 140 ] && [ -n "${EXAMPLES:-}" ] && runner_jobs examples "$EXAMPLES" examples
+    ;;
+secondlook)
+    RUNS=${RUNS:-3} runner_jobs examples moe_gemm_swiglu secondlook
+    [ "$(left)" -gt 140 ] && runner_jobs baselines fp8_quant_per_block,gelu_and_mul baselines
+    [ "$(left)" -gt 90 ] && { timeout $(( $(left) - 20 )) python3 benchmarks/baseline_audit.py --quick \
+        --out "$R/baseline_audit_h200_quick.json" > "$R/baseline_audit.log" 2>&1; echo "audit rc=$?"; }
     ;;
 final)  # the example the clock's slack was changed for, every cheat, then PROBLEMS' examples
     runner_jobs examples moe_unpermute recheck

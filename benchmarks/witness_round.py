@@ -52,6 +52,10 @@ def witness_line(shape: dict[str, Any]) -> dict[str, Any]:
         "floor_us": witness.get("floor_us"), "confirmed": witness.get("confirmed"),
         "kernels": witness.get("kernels_per_call"), "round_trip_us": witness.get("judge_round_trip_us"),
         "gate_us": timing.get("gate_us"), "score": (shape.get("sol") or {}).get("score"),
+        # How the class-14 rule decided: which clock ranked, and whether the events were measured
+        # again behind a longer gate or side by side with the spans before any flag.
+        "ranked_source": timing.get("ranked_source"), "disagreement_rel": timing.get("disagreement_rel"),
+        "gate_retried": timing.get("gate_retried"), "events_remeasured": timing.get("events_remeasured"),
     }
     if reported and witnessed:
         line["gap_us"] = reported - witnessed

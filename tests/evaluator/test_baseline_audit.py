@@ -69,15 +69,45 @@ def test_the_later_candidates_that_run_on_the_cpu_pass_every_distribution_there(
     """Integer outputs (moe_permute's offsets, sort_keys' keys) poisoned as the harness does, and each
     candidate's margins as good as the baseline's, before a GPU times them."""
     out = tmp_path / "audit.json"
-    problems = "fp8_quant_per_token,sort_keys,moe_permute"
+    problems = "fp8_quant_per_token,sort_keys,moe_permute,w4a16_gemm,mla_decode"
     assert audit().main(["--device", "cpu", "--quick", "--problems", problems, "--out", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]
+    # mla_decode's candidate (bmm with out_dtype) is CUDA-only: its baseline runs alone.
     assert {(row["problem"], row["variant"]) for row in rows} == {
         ("fp8_quant_per_token", "current"), ("fp8_quant_per_token", "candidate:div_out"),
         ("sort_keys", "current"), ("sort_keys", "candidate:sort_out"),
         ("moe_permute", "current"), ("moe_permute", "candidate:sort_searchsorted"),
+        ("w4a16_gemm", "current"), ("w4a16_gemm", "candidate:int4pack_mm"),
+        ("mla_decode", "current"),
     }
     for row in rows:
         assert "error" not in row, row
         margins = [output for by_output in row["margins"].values() for output in by_output.values()]
         assert margins and all(output["margin"] < 1 and output["matched"] >= output["required"] for output in margins), row
+
+
+def test_the_int4pack_candidate_gives_tinygemm_the_problems_weights_on_cuda() -> None:
+    """The CPU runs `_weight_int4pack_mm_for_cpu`, which takes int32 nibbles in the problem's order:
+    it checks the (scale, zero) table, not the uint8 nibble order of the CUDA op. That order is
+    checked here by decoding the candidate's uint8 weights as int4mm.cu does (column 2b in the high
+    nibble of byte b, 2b + 1 in the low one; bf16 (q - 8) * scale + zero, one rounding, as its
+    hfma2): the problem's weights rounded to bf16, bit for bit. The problem's own bytes do not."""
+    module = audit()
+    problem = get_problem("w4a16_gemm")
+    reference = problem.reference_module()
+
+    def tinygemm_weight(nibbles: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+        n = nibbles.shape[0]
+        q = torch.stack((nibbles >> 4, nibbles & 0xF), dim=-1).view(n, -1).double()  # (N, K)
+        scale, zero = (table[..., i].t().double().repeat_interleave(128, dim=1) for i in (0, 1))
+        return ((q - 8) * scale + zero).to(torch.bfloat16)
+
+    for shape in problem.select_shapes("all", "cpu"):
+        for distribution in problem.distributions:
+            inputs = reference.generate_inputs(shape.axes, 1, "cpu", distribution)
+            qweight, scales = inputs["qweight"], inputs["scales"]
+            expected = reference.dequantise_fp64(qweight, scales).to(torch.bfloat16)
+            table = module.tinygemm_scales_and_zeros(scales)
+            assert table.shape == (shape.axes["K"] // 128, shape.axes["N"], 2) and table.is_contiguous()
+            assert torch.equal(tinygemm_weight(module.tinygemm_nibbles(qweight), table), expected)
+            assert not torch.equal(tinygemm_weight(qweight.view(torch.uint8), table), expected)

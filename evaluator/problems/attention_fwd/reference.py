@@ -1,4 +1,5 @@
-"""attention_fwd inputs, reference (fp64, chunked) and baseline (FlashAttention-2 via aten)."""
+"""attention_fwd inputs, reference (fp64, chunked) and baseline (SDPA's cuDNN backend via aten; FlashAttention-2
+where cuDNN refuses, and on the CPU)."""
 
 from __future__ import annotations
 
@@ -21,11 +22,29 @@ def reference(inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> dict[str
 def baseline(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor, LSE: torch.Tensor, *, causal: int
 ) -> None:
-    """The SDPA flash backend called directly, so that it also hands back its log-sum-exp; the
-    public F.scaled_dot_product_attention does not return it."""
+    """SDPA's cuDNN backend called directly with compute_log_sumexp, so that it also hands back the
+    log-sum-exp (the public F.scaled_dot_product_attention returns O only; on Hopper it dispatches
+    to this backend). Where cuDNN refuses the inputs (no cuDNN attention on this GPU or build), the
+    SDPA flash backend, version 1's baseline; on the CPU, the flash backend's CPU kernel."""
     if q.device.type == "cuda":
-        result = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, bool(causal))
+        result = _cudnn_forward(q, k, v, bool(causal))
+        if result is None:
+            result = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, bool(causal))
     else:
         result = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, bool(causal))
     O.copy_(result[0])
-    LSE.copy_(result[1])
+    LSE.copy_(result[1].reshape(LSE.shape))
+
+
+#: Devices where cuDNN's attention refused once: not tried again (a refusal is a check before any launch).
+_CUDNN_REFUSED: set[int] = set()
+
+
+def _cudnn_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> tuple[torch.Tensor, ...] | None:
+    if q.device.index in _CUDNN_REFUSED:
+        return None
+    try:
+        return torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, causal, False)
+    except RuntimeError:
+        _CUDNN_REFUSED.add(q.device.index)
+        return None

@@ -54,9 +54,7 @@ from evaluator.problems.fp8_quant_per_token.reference import EPS as FP8_AMAX_FLO
 from evaluator.problems.fp8_quant_per_token.reference import FP8_MAX
 from evaluator.problems.mla_decode.counts import LATENT
 from evaluator.problems.mla_decode.reference import SCALE as MLA_SCALE
-from evaluator.problems.w4a16_gemm.counts import GROUP as W4_GROUP
-from evaluator.problems.w4a16_gemm.reference import ZERO as W4_ZERO
-from evaluator.problems.w4a16_gemm.reference import unpack as w4_unpack
+from evaluator.problems.w4a16_gemm.reference import dequantise_and_matmul as w4a16_gemm_v2
 
 Baseline = Callable[..., None]
 
@@ -100,12 +98,23 @@ def moe_permute_v1(
     expert_offsets[1:].copy_(torch.bincount(flat, minlength=expert_offsets.numel() - 1).cumsum(0))
 
 
+def mla_decode_v1(q: torch.Tensor, kv: torch.Tensor, seq_lens: torch.Tensor, out: torch.Tensor) -> None:
+    """mla_decode version 1: the scores from fp32 copies of q and kv on every device."""
+    scores = torch.bmm(q.float(), kv.float().transpose(1, 2)).mul_(MLA_SCALE)
+    unused = torch.arange(kv.shape[1], device=kv.device)[None, :] >= seq_lens[:, None]
+    scores.masked_fill_(unused[:, None, :], float("-inf"))
+    probs = torch.softmax(scores, dim=-1).to(q.dtype)
+    torch.bmm(probs, kv[:, :, :LATENT], out=out)
+
+
 #: problem -> (the version whose baseline was replaced, that baseline).
 CHANGED: dict[str, tuple[int, Baseline]] = {
     "softmax": (1, softmax_v1),
     "attention_fwd": (1, attention_fwd_v1),
     "histogram": (1, histogram_v1),
     "moe_permute": (1, moe_permute_v1),
+    "mla_decode": (1, mla_decode_v1),
+    "w4a16_gemm": (2, w4a16_gemm_v2),  # version 3 takes tinygemm at M <= 16, this path elsewhere
 }
 
 
@@ -167,58 +176,6 @@ def sort_keys_out(x: torch.Tensor, y: torch.Tensor) -> None:
 
 
 
-def mla_decode_bmm_out_fp32(q: torch.Tensor, kv: torch.Tensor, seq_lens: torch.Tensor, out: torch.Tensor) -> None:
-    """The baseline's arithmetic with the scores from one bf16 GEMM with fp32 output (cuBLAS, fp32
-    accumulation; torch >= 2.8, CUDA only) instead of fp32 copies of q and kv: the products are
-    exact in fp32 either way. The masking, the fp32 softmax and the bf16 P @ V are the baseline's."""
-    scores = torch.bmm(q, kv.transpose(1, 2), out_dtype=torch.float32).mul_(MLA_SCALE)  # (B, H, S)
-    unused = torch.arange(kv.shape[1], device=kv.device)[None, :] >= seq_lens[:, None]
-    scores.masked_fill_(unused[:, None, :], float("-inf"))
-    probs = torch.softmax(scores, dim=-1).to(q.dtype)
-    torch.bmm(probs, kv[:, :, :LATENT], out=out)
-
-
-#: tinygemm's k-tiles of 16 packed together (16-byte loads): K a multiple of 128, N of 8.
-TINYGEMM_INNER_K_TILES = 8
-#: tinygemm's fixed offset: it dequantises a nibble q as (q - 8) * scale + zero.
-TINYGEMM_OFFSET = 8
-
-
-def tinygemm_nibbles(qweight: torch.Tensor) -> torch.Tensor:
-    """The (N, K/2) uint8 weights `torch._convert_weight_to_int4pack` takes on CUDA: column 2b in
-    the high nibble of byte b, 2b + 1 in the low one (int4mm.cu's repack). The problem's words,
-    read as little-endian bytes, hold 2b in the low nibble: a swap."""
-    nibbles = qweight.view(torch.uint8)
-    return (nibbles << 4) | (nibbles >> 4)
-
-
-def tinygemm_scales_and_zeros(scales: torch.Tensor) -> torch.Tensor:
-    """The (K/128, N, 2) bf16 table `_weight_int4pack_mm` takes, [g, n] = (scale, zero): tinygemm's
-    (q - 8) * scale + zero is the problem's (q - ZERO) * scale for zero = (8 - ZERO) * scale, which
-    is 0 (ZERO = 8)."""
-    scales_t = scales.t()
-    return torch.stack((scales_t, scales_t * (TINYGEMM_OFFSET - W4_ZERO)), dim=-1).contiguous()
-
-
-def w4a16_gemm_int4pack_mm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, y: torch.Tensor) -> None:
-    """torch's int4 weight-only GEMM (tinygemm), the per-call repack in the time: nibbles swapped
-    into the uint8 form, `_convert_weight_to_int4pack`, the scales as its (scale, zero) table,
-    then `_weight_int4pack_mm` (weights rounded to bf16 once, fp32 accumulation). No out=: y is a
-    copy. On the CPU the `_for_cpu` ops (int32 (N, K) nibbles, N padded to a multiple of 16, fp32
-    weights): they check the scale and zero translation, not the CUDA nibble order."""
-    table = tinygemm_scales_and_zeros(scales)
-    if x.is_cuda:
-        packed = torch._convert_weight_to_int4pack(tinygemm_nibbles(qweight), TINYGEMM_INNER_K_TILES)
-        y.copy_(torch._weight_int4pack_mm(x, packed, W4_GROUP, table))
-        return
-    n = qweight.shape[0]
-    pad = -n % 16
-    q = torch.nn.functional.pad(w4_unpack(qweight).to(torch.int32), (0, 0, 0, pad))
-    packed = torch._convert_weight_to_int4pack_for_cpu(q, TINYGEMM_INNER_K_TILES)
-    y.copy_(torch._weight_int4pack_mm_for_cpu(x, packed, W4_GROUP,
-                                              torch.nn.functional.pad(table, (0, 0, 0, pad)))[:, :n])
-
-
 @dataclass(frozen=True)
 class Candidate:
     name: str
@@ -246,14 +203,6 @@ CANDIDATES: dict[str, list[Candidate]] = {
         Candidate("div_out", fp8_quant_per_block_div_out, UNTIMED, cuda_only=False),
     ],
     "sort_keys": [Candidate("sort_out", sort_keys_out, UNTIMED, cuda_only=False)],
-    "mla_decode": [
-        Candidate("bmm_out_fp32", mla_decode_bmm_out_fp32, UNTIMED + " (the CPU has no bmm with out_dtype)"),
-    ],
-    "w4a16_gemm": [
-        Candidate("int4pack_mm", w4a16_gemm_int4pack_mm,
-                  UNTIMED + "; at M <= 128 (M = 2048 to see the crossover); tinygemm needs N a multiple of 8 "
-                  "(the odd shape's N = 10007 fails)", cuda_only=False),
-    ],
 }
 
 
@@ -317,7 +266,9 @@ def _margins(problem: Problem, outputs: dict[str, torch.Tensor], reference: dict
         allowed = problem.tolerance_for(name).allowed_error(ref, scales.get(name))
         error = (out - ref).abs()
         ok = torch.isfinite(out) & (error <= allowed)
-        result[name] = {"margin": round(float((error / allowed).max()), 4), "matched": float(ok.double().mean()),
+        # matched as a count over the total: a mean in doubles read 1 - 1e-16 at 128256 elements,
+        # and every such row "failed" its matched_ratio of 1.0 (H200 round 13).
+        result[name] = {"margin": round(float((error / allowed).max()), 4), "matched": int(ok.sum()) / ok.numel(),
                         "required": problem.tolerance_for(name).matched_ratio}
     return result
 

@@ -53,11 +53,16 @@ def reference(inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> dict[str
 
 def baseline(q: torch.Tensor, kv: torch.Tensor, seq_lens: torch.Tensor, out: torch.Tensor) -> None:
     """Batched matmuls over the whole cache, the fastest eager form that keeps the scores in fp32:
-    the scores from fp32 copies of q and kv (torch has no fused MLA decode; bf16 scores, as Hugging
-    Face's DeepSeek code and SDPA's math path compute them, fail the tolerance), the slots past each
+    on CUDA the scores from one bf16 batched GEMM with fp32 output (`out_dtype`), on the CPU (no
+    such op) from fp32 copies of q and kv, version 1's way on both; the products are exact in fp32
+    either way (torch has no fused MLA decode; bf16 scores, as Hugging Face's DeepSeek code and SDPA's
+    math path compute them, fail the tolerance), the slots past each
     length masked, the softmax in fp32, probabilities rounded to bf16 (as FlashAttention does), then
     one batched matmul with the latent values into out. Reads all S slots of every sequence."""
-    scores = torch.bmm(q.float(), kv.float().transpose(1, 2)).mul_(SCALE)  # (B, H, S)
+    if q.is_cuda:  # one bf16 GEMM with fp32 accumulation and output (torch >= 2.8, CUDA only)
+        scores = torch.bmm(q, kv.transpose(1, 2), out_dtype=torch.float32).mul_(SCALE)  # (B, H, S)
+    else:
+        scores = torch.bmm(q.float(), kv.float().transpose(1, 2)).mul_(SCALE)
     unused = torch.arange(kv.shape[1], device=kv.device)[None, :] >= seq_lens[:, None]
     scores.masked_fill_(unused[:, None, :], float("-inf"))
     probs = torch.softmax(scores, dim=-1).to(q.dtype)

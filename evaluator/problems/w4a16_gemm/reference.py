@@ -1,4 +1,5 @@
-"""w4a16_gemm inputs, reference (fp64) and baseline (dequantise in eager torch, then cuBLAS).
+"""w4a16_gemm inputs, reference (fp64) and baseline (tinygemm at M <= 16 on CUDA, else dequantise in
+eager torch, then cuBLAS).
 
 Packing: qweight (N, K/8) int32; bits 4j..4j+3 of qweight[n, i] hold the weight of column
 k = 8i + j, as an unsigned nibble q in 0..15 (GPTQ's order along K, no AWQ interleave). The weight
@@ -76,7 +77,55 @@ def error_scale(inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> dict[s
     return {"y": (inputs["x"].float().square() @ w.square().t()).sqrt()}
 
 
+#: Up to this many rows of x, torch's int4 weight-only GEMM beats dequantise + cuBLAS on the H200
+#: (M = 1 and 16: 3-4.5x faster; M = 128: 0.86x; benchmarks/results/h200_round13/).
+TINYGEMM_MAX_M = 16
+#: tinygemm's k-tiles of 16 packed together (16-byte loads): K a multiple of 128, N of 8.
+TINYGEMM_INNER_K_TILES = 8
+#: tinygemm's fixed offset: it dequantises a nibble q as (q - 8) * scale + zero.
+TINYGEMM_OFFSET = 8
+#: Devices where tinygemm refused once (not built for this GPU): not tried again.
+_TINYGEMM_REFUSED: set[int] = set()
+
+
 def baseline(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, y: torch.Tensor) -> None:
+    """What a user reaches for: at decode sizes (M <= 16, CUDA) torch's int4 weight-only GEMM
+    (tinygemm, the kernel behind torchao's int4 weight-only path), repacked in every call since the
+    problem's layout is not its own; elsewhere, and where tinygemm refuses, `dequantise_and_matmul`
+    (version 2's baseline at every M)."""
+    if x.is_cuda and x.shape[0] <= TINYGEMM_MAX_M and qweight.shape[0] % 8 == 0 and _tinygemm(x, qweight, scales, y):
+        return
+    dequantise_and_matmul(x, qweight, scales, y)
+
+
+def _tinygemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, y: torch.Tensor) -> bool:
+    if x.device.index in _TINYGEMM_REFUSED:
+        return False
+    try:
+        packed = torch._convert_weight_to_int4pack(tinygemm_nibbles(qweight), TINYGEMM_INNER_K_TILES)
+        y.copy_(torch._weight_int4pack_mm(x, packed, GROUP, tinygemm_scales_and_zeros(scales)))
+    except (RuntimeError, NotImplementedError):
+        _TINYGEMM_REFUSED.add(x.device.index)
+        return False
+    return True
+
+
+def tinygemm_nibbles(qweight: torch.Tensor) -> torch.Tensor:
+    """The (N, K/2) uint8 weights `torch._convert_weight_to_int4pack` takes on CUDA: column 2b in
+    the high nibble of byte b, 2b + 1 in the low one (int4mm.cu's repack). The problem's words,
+    read as little-endian bytes, hold 2b in the low nibble: a swap."""
+    nibbles = qweight.view(torch.uint8)
+    return (nibbles << 4) | (nibbles >> 4)
+
+
+def tinygemm_scales_and_zeros(scales: torch.Tensor) -> torch.Tensor:
+    """The (K/128, N, 2) bf16 table `_weight_int4pack_mm` takes, [g, n] = (scale, zero): tinygemm's
+    (q - 8) * scale + zero is the problem's (q - ZERO) * scale for zero = (8 - ZERO) * scale (0)."""
+    scales_t = scales.t()
+    return torch.stack((scales_t, scales_t * (TINYGEMM_OFFSET - ZERO)), dim=-1).contiguous()
+
+
+def dequantise_and_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, y: torch.Tensor) -> None:
     """What a user writes without a kernel: unpack the nibbles byte-wise (a byte of the
     little-endian word i holds columns 8i + 2b and 8i + 2b + 1), dequantise to bf16 (one rounding
     of (q - 8) * scale), then cuBLAS."""

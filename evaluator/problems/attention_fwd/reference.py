@@ -26,14 +26,24 @@ def baseline(
     log-sum-exp (the public F.scaled_dot_product_attention returns O only; on Hopper it dispatches
     to this backend). Where cuDNN refuses the inputs (no cuDNN attention on this GPU or build), the
     SDPA flash backend, version 1's baseline; on the CPU, the flash backend's CPU kernel."""
+    result = _cudnn_forward(q, k, v, bool(causal)) if q.device.type == "cuda" else None
+    if result is None:
+        flash_baseline(q, k, v, O, LSE, causal=causal)
+        return
+    O.copy_(result[0])
+    LSE.copy_(result[1].reshape(LSE.shape))
+
+
+def flash_baseline(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor, LSE: torch.Tensor, *, causal: int
+) -> None:
+    """Version 1's baseline: the SDPA flash backend (FlashAttention-2; its CPU kernel on the CPU)."""
     if q.device.type == "cuda":
-        result = _cudnn_forward(q, k, v, bool(causal))
-        if result is None:
-            result = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, bool(causal))
+        result = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, bool(causal))
     else:
         result = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, bool(causal))
     O.copy_(result[0])
-    LSE.copy_(result[1].reshape(LSE.shape))
+    LSE.copy_(result[1])
 
 
 #: Devices where cuDNN's attention refused once: not tried again (a refusal is a check before any launch).

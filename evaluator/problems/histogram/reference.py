@@ -55,8 +55,13 @@ def baseline(x: torch.Tensor, counts: torch.Tensor) -> None:
     torch.bincount, version 1's baseline, reads the keys' min and max back to the host to size its
     output: two device syncs and a pass more per call. The CPU's histc takes no integer input, so
     the CPU runs bincount."""
+    if not x.is_cuda:
+        bincount_baseline(x, counts)
+        return
     bins = counts.shape[0]
-    if x.is_cuda:
-        counts.copy_(torch.histc(x, bins=bins, min=0, max=bins))
-    else:
-        counts.copy_(torch.bincount(x, minlength=bins))
+    counts.copy_(torch.histc(x, bins=bins, min=0, max=bins))
+
+
+def bincount_baseline(x: torch.Tensor, counts: torch.Tensor) -> None:
+    """Version 1's baseline (the CPU's still): torch.bincount, its int64 result copied into counts."""
+    counts.copy_(torch.bincount(x, minlength=counts.shape[0]))

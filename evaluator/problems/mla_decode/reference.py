@@ -59,10 +59,21 @@ def baseline(q: torch.Tensor, kv: torch.Tensor, seq_lens: torch.Tensor, out: tor
     math path compute them, fail the tolerance), the slots past each
     length masked, the softmax in fp32, probabilities rounded to bf16 (as FlashAttention does), then
     one batched matmul with the latent values into out. Reads all S slots of every sequence."""
-    if q.is_cuda:  # one bf16 GEMM with fp32 accumulation and output (torch >= 2.8, CUDA only)
-        scores = torch.bmm(q, kv.transpose(1, 2), out_dtype=torch.float32).mul_(SCALE)  # (B, H, S)
-    else:
-        scores = torch.bmm(q.float(), kv.float().transpose(1, 2)).mul_(SCALE)
+    if not q.is_cuda:
+        fp32_copies_baseline(q, kv, seq_lens, out)
+        return
+    # One bf16 GEMM with fp32 accumulation and output (torch >= 2.8, CUDA only).
+    _attend(torch.bmm(q, kv.transpose(1, 2), out_dtype=torch.float32), q, kv, seq_lens, out)  # (B, H, S)
+
+
+def fp32_copies_baseline(q: torch.Tensor, kv: torch.Tensor, seq_lens: torch.Tensor, out: torch.Tensor) -> None:
+    """Version 1's baseline: the scores from fp32 copies of q and kv on every device."""
+    _attend(torch.bmm(q.float(), kv.float().transpose(1, 2)), q, kv, seq_lens, out)
+
+
+def _attend(scores: torch.Tensor, q: torch.Tensor, kv: torch.Tensor, seq_lens: torch.Tensor, out: torch.Tensor) -> None:
+    """The rest of both versions: scale, mask, fp32 softmax, bf16 probabilities @ the latent values."""
+    scores.mul_(SCALE)
     unused = torch.arange(kv.shape[1], device=kv.device)[None, :] >= seq_lens[:, None]
     scores.masked_fill_(unused[:, None, :], float("-inf"))
     probs = torch.softmax(scores, dim=-1).to(q.dtype)

@@ -24,6 +24,11 @@
 #                 benchmarks/baseline_audit.py on all ranked shapes of PROBLEMS (default: the version-2
 #                 problems, then those with candidates) with what the budget leaves (rows are in the log
 #                 as they come, if the budget cuts the run).
+# PART witnesscost after round 13 (ROUND r14): every cheat on this commit (the witness process now loads
+#                 the submission during the test stage; costly shapes get two witnessed calls), then the
+#                 examples of PROBLEMS (the costliest witnesses first), as the budget allows.
+# PART versions   the baselines of PROBLEMS as submissions (the new versions), the examples of $EXAMPLES,
+#                 then the self-check of $VERSIONS on all their shapes with what the budget leaves.
 set -u
 OUT=${OUT:?set OUT}
 PART=${1:?PART}
@@ -106,6 +111,17 @@ candidates)  # every cheat, the version-2 baselines as submissions, then the ful
     [ "$(left)" -gt 60 ] && { timeout $(( $(left) - 15 )) python3 benchmarks/baseline_audit.py \
         --problems "${PROBLEMS:-$AUDIT_CANDIDATES}" --out "$R/baseline_audit_h200.json" > "$R/baseline_audit_full.log" 2>&1
         echo "audit rc=$?"; }
+    ;;
+witnesscost)  # every cheat, then PROBLEMS' examples
+    runner_jobs cheats "" cheats
+    [ "$(left)" -gt 120 ] && runner_jobs examples "$PROBLEMS" examples
+    ;;
+versions)  # PROBLEMS' baselines, the examples of EXAMPLES, then the self-check of VERSIONS (all shapes)
+    runner_jobs baselines "$PROBLEMS" baselines
+    [ "$(left)" -gt 120 ] && [ -n "${EXAMPLES:-}" ] && runner_jobs examples "$EXAMPLES" examples
+    [ "$(left)" -gt 40 ] && { ( time timeout $(( $(left) - 15 )) python3 -m evaluator.problems.selfcheck \
+        ${VERSIONS:-attention_fwd histogram moe_permute mla_decode w4a16_gemm} --device cuda --gpu h200 --shapes all ) \
+        > "$R/selfcheck_versions.txt" 2>&1; echo "selfcheck rc=$?"; tail -6 "$R/selfcheck_versions.txt"; }
     ;;
 final)  # the example the clock's slack was changed for, every cheat, then PROBLEMS' examples
     runner_jobs examples moe_unpermute recheck

@@ -50,7 +50,7 @@ def witness_line(shape: dict[str, Any]) -> dict[str, Any]:
         "shape": shape["shape_id"], "ranked": shape["ranked"], "status": shape["status"],
         "message": (shape.get("message") or "")[:240], "reported_us": reported, "witness_us": witnessed,
         "floor_us": witness.get("floor_us"), "confirmed": witness.get("confirmed"),
-        "kernels": witness.get("kernels_per_call"), "round_trip_us": witness.get("judge_round_trip_us"),
+        "kernels": witness.get("kernels_per_call"), "witnessed_calls": witness.get("n"), "round_trip_us": witness.get("judge_round_trip_us"),
         "gate_us": timing.get("gate_us"), "score": (shape.get("sol") or {}).get("score"),
         # How the class-14 rule decided: which clock ranked, and whether the events were measured
         # again behind a longer gate or side by side with the spans before any flag.

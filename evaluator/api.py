@@ -134,7 +134,10 @@ def _judge(request: EvaluationRequest, problem: Problem, shape_ids: list[str], c
             began = time.perf_counter()
             passed = [(problem.shape(shape["shape_id"]), shape) for shape in outcome.shapes]
             outcome.notes += witness_shapes(judge, passed)
-            outcome.phase_seconds["witness"] = round(time.perf_counter() - began, 3)
+            # The witness's whole cost to the job: its stage, and the early load's wait before the
+            # ranked stage (witness_run.await_load) when the test stage did not hide it all.
+            waited = outcome.phase_seconds.get("witness.load_wait", 0.0)
+            outcome.phase_seconds["witness"] = round(time.perf_counter() - began + waited, 3)
     except HarnessFailure as error:
         raise HarnessError(str(error)) from error
     finally:

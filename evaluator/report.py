@@ -242,7 +242,9 @@ class Witness(_Model):
     """
 
     source: Literal["ncu", "judge_wall"] = Field(description="Who measured it.")
-    median_us: float = Field(description="Median over the witnessed calls of the call's device time.")
+    median_us: float = Field(
+        description="The witnessed device time of a call: GPU, the median of the witnessed calls (of three; of "
+        "two, the lower); CPU, the judge's round trip below.")
     n: int = Field(description="Witnessed calls (each one's outputs verified by the judge).")
     kernels_per_call: int = Field(default=0, description="Kernels ncu saw in one witnessed call.")
     judge_round_trip_us: float | None = Field(

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from evaluator.harness import correctness as corr
-from evaluator.harness import process_tree, work
+from evaluator.harness import process_tree, witness_run, work
 from evaluator.harness.device import device_info
 from evaluator.harness.judge_timing import BaselineTimer, KernelTimingService
 from evaluator.harness.outcome import JudgeOutcome
@@ -110,6 +110,8 @@ class Judge:
         self.witness_session: Any = None
         #: Most processes NVML saw with a CUDA context on the GPU during a witnessed call (recorded).
         self.witness_gpu_processes: int | None = None
+        #: The witness process's early load of the submission (``witness_run.begin_load``).
+        self.witness_load: Any = None
 
     # ------------------------------------------------------------ phases
 
@@ -190,9 +192,13 @@ class Judge:
         if not self._imported():
             return
         self.next_phase("test")
+        witness_run.begin_load(self)
         self.child.enter("test", self.request.limits.test_s)
         passed = self._test_stage()
         if self.outcome.status is None and passed:
+            if self.witness_load is not None:
+                self.next_phase("witness.load_wait")  # the load the test stage did not hide
+                witness_run.await_load(self)
             self.next_phase("ranked")
             self.child.enter("ranked", self.request.limits.ranked_s)
             self._ranked_stage(passed)

@@ -29,6 +29,9 @@
 #                 examples of PROBLEMS (the costliest witnesses first), as the budget allows.
 # PART versions   the baselines of PROBLEMS as submissions (the new versions), the examples of $EXAMPLES,
 #                 then the self-check of $VERSIONS on all their shapes with what the budget leaves.
+# PART probe      benchmarks/seed_margins.py on mla_decode's shape that failed its version-2 baseline in
+#                 round 14 (SEEDS seeds, 12 unless set; versions 2 and 1 on the same inputs), the self-check
+#                 of $VERSIONS, then `pytest -m gpu` with what the budget leaves.
 set -u
 OUT=${OUT:?set OUT}
 PART=${1:?PART}
@@ -70,6 +73,18 @@ runner_jobs() {  # runner_jobs SETS PROBLEMS TAG (RUNS runs of each, 1 unless se
     echo "runner $3 rc=$?"; grep -E '^\{' "$R/runner_$3.log" | cut -c1-220; tail -1 "$R/runner_$3.log"
 }
 
+selfcheck_versions() {  # the self-check of VERSIONS (the new baseline versions) on all their shapes
+    ( time timeout $(( $(left) - 15 )) python3 -m evaluator.problems.selfcheck \
+        ${VERSIONS:-attention_fwd histogram moe_permute mla_decode w4a16_gemm} --device cuda --gpu h200 --shapes all ) \
+        > "$R/selfcheck_versions.txt" 2>&1; echo "selfcheck rc=$?"; tail -6 "$R/selfcheck_versions.txt"
+}
+
+pytest_gpu() {  # `pytest -m gpu` with what the budget leaves (cut tests are listed as not run)
+    timeout $(( $(left) - 15 )) python3 -m pytest -m gpu -p no:cacheprovider -o addopts= -rA \
+        --durations=0 tests/evaluator tests/runners --ignore=tests/evaluator/test_vocabulary.py > "$R/pytest_gpu.txt" 2>&1
+    echo "pytest rc=$?" >> "$R/pytest_gpu.txt"; grep -E "passed|failed|rc=" "$R/pytest_gpu.txt" | tail -3
+}
+
 case "$PART" in
 selfcheck) selfcheck ;;
 examples)
@@ -88,9 +103,7 @@ gpu)
     [ -n "$PROBLEMS" ] && runner_jobs baselines "$PROBLEMS" baselines
     [ "$(left)" -gt 150 ] && OUT=$R/ff FF_TIMEOUT=$(( $(left) > 260 ? 120 : $(left) - 30 )) \
         bash benchmarks/fast_feedback_h200.sh q 3
-    [ "$(left)" -gt 60 ] && { timeout $(( $(left) - 15 )) python3 -m pytest -m gpu -p no:cacheprovider -o addopts= -rA \
-        --durations=0 tests/evaluator tests/runners --ignore=tests/evaluator/test_vocabulary.py > "$R/pytest_gpu.txt" 2>&1
-        echo "pytest rc=$?" >> "$R/pytest_gpu.txt"; grep -E "passed|failed|rc=" "$R/pytest_gpu.txt" | tail -3; }
+    [ "$(left)" -gt 60 ] && pytest_gpu
     ;;
 sweep)
     [ -n "${PYTEST_K:-}" ] && { timeout 90 python3 -m pytest -m gpu -p no:cacheprovider -o addopts= -rA -k "$PYTEST_K" \
@@ -119,9 +132,15 @@ witnesscost)  # every cheat, then PROBLEMS' examples
 versions)  # PROBLEMS' baselines, the examples of EXAMPLES, then the self-check of VERSIONS (all shapes)
     runner_jobs baselines "$PROBLEMS" baselines
     [ "$(left)" -gt 120 ] && [ -n "${EXAMPLES:-}" ] && runner_jobs examples "$EXAMPLES" examples
-    [ "$(left)" -gt 40 ] && { ( time timeout $(( $(left) - 15 )) python3 -m evaluator.problems.selfcheck \
-        ${VERSIONS:-attention_fwd histogram moe_permute mla_decode w4a16_gemm} --device cuda --gpu h200 --shapes all ) \
-        > "$R/selfcheck_versions.txt" 2>&1; echo "selfcheck rc=$?"; tail -6 "$R/selfcheck_versions.txt"; }
+    [ "$(left)" -gt 40 ] && selfcheck_versions
+    ;;
+probe)  # mla_decode v2's margins over seeds against v1's (round 14's INCORRECT_NUMERICAL), the self-check of
+        # VERSIONS again, then `pytest -m gpu`
+    timeout 180 python3 benchmarks/seed_margins.py mla_decode b64_h128_s8192_t262144 --variants \
+        baseline,fp32_copies_baseline --seeds "${SEEDS:-12}" --out "$R/mla_decode_seed_margins.json" \
+        > "$R/mla_decode_seed_margins.log" 2>&1; echo "margins rc=$?"; grep -A3 '/' "$R/mla_decode_seed_margins.log" | tail -40
+    [ "$(left)" -gt 60 ] && selfcheck_versions
+    [ "$(left)" -gt 60 ] && pytest_gpu
     ;;
 final)  # the example the clock's slack was changed for, every cheat, then PROBLEMS' examples
     runner_jobs examples moe_unpermute recheck

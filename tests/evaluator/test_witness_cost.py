@@ -1,0 +1,55 @@
+"""benchmarks/witness_cost.py: the catalogue's witness cost from recorded runner jobs (issue 9)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "witness_cost.py"
+
+
+def script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("witness_cost", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def job(problem: str, phases: dict[str, float], witnessed: int, unwitnessed: int = 0) -> dict[str, Any]:
+    shapes = [{"ranked": True, "witness_us": 10.0}] * witnessed + [{"ranked": True, "witness_us": None}] * unwitnessed
+    return {"problem": problem, "submission": "example", "phases": phases, "shapes": shapes}
+
+
+def write(path: Path, *jobs: dict[str, Any]) -> Path:
+    path.write_text(json.dumps({"results": list(jobs)}))
+    return path
+
+
+def test_a_later_file_replaces_a_job_and_an_old_load_is_moved_into_the_test_stage(tmp_path: Path) -> None:
+    old = write(tmp_path / "old.json",
+                job("a", {"witness": 10.0, "witness.load": 3.0, "test": 2.0}, 4),  # 1 s of its load not hidden
+                job("b", {"witness": 99.0, "witness.load": 1.0, "test": 5.0}, 4))
+    new = write(tmp_path / "new.json", job("b", {"witness": 4.0, "witness.load_wait": 0.0}, 3, unwitnessed=1))
+    result = script().summary(script().latest_jobs([old, new]))
+    rows = {row["problem"]: row for row in result["rows"]}
+    assert rows["a"]["projected"] and rows["a"]["counted_s"] == 8.0  # 10 - 3 + (3 - 2)
+    assert not rows["b"]["projected"] and rows["b"]["counted_s"] == 4.0 and rows["b"]["shapes"] == 3
+    assert result["shapes"] == 7 and result["measured_s_per_shape"] == round(4.0 / 3, 3)
+    assert result["catalogue_s_per_shape"] == round(12.0 / 7, 3) and result["recorded_s_per_shape"] == 2.0
+
+
+def test_the_script_runs_on_the_recorded_h200_rounds(tmp_path: Path) -> None:
+    files = sorted((SCRIPT.parent / "results").glob("h200_round1[0-4]/*/runner_*.json"))
+    out = tmp_path / "cost.json"
+    run = subprocess.run([sys.executable, str(SCRIPT), *map(str, files), "--out", str(out)],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(out.read_text())
+    assert result["jobs"] == 64 and result["measured_jobs"] >= 10
+    assert result["catalogue_s_per_shape"] <= result["recorded_s_per_shape"]

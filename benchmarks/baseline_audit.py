@@ -50,9 +50,8 @@ from evaluator.harness.correctness import poison_
 from evaluator.harness.work import error_scales
 from evaluator.problems import Problem, Shape, get_problem
 from evaluator.problems.attention_fwd.reference import flash_baseline as attention_fwd_v1
-from evaluator.problems.fp8_quant_per_block.reference import GROUP
-from evaluator.problems.fp8_quant_per_token.reference import EPS as FP8_AMAX_FLOOR
-from evaluator.problems.fp8_quant_per_token.reference import FP8_MAX
+from evaluator.problems.fp8_quant_per_block.reference import copy_baseline as fp8_quant_per_block_v1
+from evaluator.problems.fp8_quant_per_token.reference import copy_baseline as fp8_quant_per_token_v1
 from evaluator.problems.histogram.reference import bincount_baseline as histogram_v1
 from evaluator.problems.mla_decode.reference import fp32_copies_baseline as mla_decode_v1
 from evaluator.problems.w4a16_gemm.reference import dequantise_and_matmul as w4a16_gemm_v2
@@ -91,6 +90,8 @@ CHANGED: dict[str, tuple[int, Baseline]] = {
     "moe_permute": (1, moe_permute_v1),
     "mla_decode": (1, mla_decode_v1),
     "w4a16_gemm": (2, w4a16_gemm_v2),  # version 3 takes tinygemm at M <= 16, this path elsewhere
+    "fp8_quant_per_token": (1, fp8_quant_per_token_v1),
+    "fp8_quant_per_block": (1, fp8_quant_per_block_v1),
 }
 
 
@@ -131,21 +132,6 @@ _CUDNN_FORWARD_STATE: dict[Any, Any] = {}
 
 # --- The later problems' candidates (results/baseline_audit.md, "The later problems") -------------
 
-def fp8_quant_per_token_div_out(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -> None:
-    """The baseline's arithmetic with the quotient written straight into q (no fp32 (T, H) tensor)."""
-    amax = torch.linalg.vector_norm(x, float("inf"), dim=-1, keepdim=True).float()
-    torch.div(amax.clamp_min_(FP8_AMAX_FLOOR), FP8_MAX, out=scale)
-    torch.div(x, scale, out=q)
-
-
-def fp8_quant_per_block_div_out(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor) -> None:
-    t, h = x.shape
-    groups = x.view(t, h // GROUP, GROUP)
-    amax = torch.linalg.vector_norm(groups, float("inf"), dim=-1).float()
-    torch.div(amax.clamp_min_(FP8_AMAX_FLOOR), FP8_MAX, out=scales)
-    torch.div(groups, scales.unsqueeze(-1), out=q.view(t, h // GROUP, GROUP))
-
-
 def sort_keys_out(x: torch.Tensor, y: torch.Tensor) -> None:
     """torch.sort writing the keys into y (the int64 indices still come: torch has no keys-only sort)."""
     torch.sort(x, dim=-1, out=(y, torch.empty(x.shape, dtype=torch.int64, device=x.device)))
@@ -171,12 +157,6 @@ CANDIDATES: dict[str, list[Candidate]] = {
     ],
     "attention_bwd": [
         Candidate("cudnn", attention_bwd_cudnn, "as attention_fwd's cuDNN candidate"),
-    ],
-    "fp8_quant_per_token": [
-        Candidate("div_out", fp8_quant_per_token_div_out, UNTIMED, cuda_only=False),
-    ],
-    "fp8_quant_per_block": [
-        Candidate("div_out", fp8_quant_per_block_div_out, UNTIMED, cuda_only=False),
     ],
     "sort_keys": [Candidate("sort_out", sort_keys_out, UNTIMED, cuda_only=False)],
 }

@@ -69,14 +69,15 @@ def test_the_audit_script_runs_its_cpu_smoke_test(tmp_path: Path) -> None:
 def test_the_later_candidates_that_run_on_the_cpu_pass_every_distribution_there(tmp_path: Path) -> None:
     """Integer outputs (moe_permute's offsets, sort_keys' keys) poisoned as the harness does, and each
     candidate's margins as good as the baseline's, before a GPU times them (moe_permute's candidate is
-    its version 2 now: old against new)."""
+    its version 2 now, as are fp8_quant_per_token's and others: old against new)."""
     out = tmp_path / "audit.json"
     problems = "fp8_quant_per_token,sort_keys,moe_permute,w4a16_gemm,mla_decode"
     assert audit().main(["--device", "cpu", "--quick", "--problems", problems, "--out", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]
-    # moe_permute's, mla_decode's and w4a16_gemm's candidates became their new versions (round 13).
+    # moe_permute's, mla_decode's and w4a16_gemm's candidates became their new versions (round 13),
+    # fp8_quant_per_token's after it.
     assert {(row["problem"], row["variant"]) for row in rows} == {
-        ("fp8_quant_per_token", "current"), ("fp8_quant_per_token", "candidate:div_out"),
+        ("fp8_quant_per_token", "old"), ("fp8_quant_per_token", "new"),
         ("sort_keys", "current"), ("sort_keys", "candidate:sort_out"),
         ("moe_permute", "old"), ("moe_permute", "new"),
         ("w4a16_gemm", "old"), ("w4a16_gemm", "new"),

@@ -246,6 +246,10 @@ class Witness(_Model):
         description="The witnessed device time of a call: GPU, the median of the witnessed calls (of three; of "
         "two, the lower); CPU, the judge's round trip below.")
     n: int = Field(description="Witnessed calls (each one's outputs verified by the judge).")
+    calls_us: list[float] = Field(
+        default_factory=list,
+        description="GPU: each witnessed call's device time as ncu measured it, in call order (median_us is "
+        "their median, or the lower of two). Empty on the CPU.")
     kernels_per_call: int = Field(default=0, description="Kernels ncu saw in one witnessed call.")
     judge_round_trip_us: float | None = Field(
         default=None,

@@ -171,7 +171,8 @@ def gpu_witness(report: dict[str, Any], times: list[float], kernels: int,
             message = (f"timing not confirmed: each timed call kept the judge waiting {round_trip:.0f} us, "
                        f"{hidden:.0f} us more than its gate and reported median: work the kernel "
                        "timestamps do not show (host work or copies, class 14)")
-    return {"source": "ncu", "median_us": median, "n": len(times), "kernels_per_call": kernels,
+    return {"source": "ncu", "median_us": median, "n": len(times), "calls_us": [float(t) for t in times],
+            "kernels_per_call": kernels,
             "judge_round_trip_us": round_trip, "floor_us": floor, "confirmed": confirmed, "message": message}
 
 

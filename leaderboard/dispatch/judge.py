@@ -19,6 +19,7 @@ only among itself.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 
 from evaluator.gpus import GpuSpec, GpuSpecError
@@ -119,6 +120,19 @@ def check_times(item: ShapeReport) -> None:
                                     and math.isfinite(witness.floor_us)):
         raise Refused(f"{item.shape_id}: witness median_us = {witness.median_us}, floor_us = "
                       f"{witness.floor_us} are not finite times")
+    if witness is not None and witness.calls_us:
+        check_witnessed_calls(item.shape_id, witness.median_us, witness.calls_us)
+
+
+def check_witnessed_calls(shape_id: str, median_us: float, calls_us: list[float]) -> None:
+    """The witness's per-call times are finite and its median is theirs (the median of three, the
+    lower of two: evaluator/harness/witness.py): a report whose figures disagree was not made by the
+    evaluator."""
+    if not all(math.isfinite(value) and value >= 0 for value in calls_us):
+        raise Refused(f"{shape_id}: witnessed call times {calls_us[:4]} are not finite times")
+    expected = statistics.median_low(calls_us)
+    if not math.isclose(median_us, expected, rel_tol=1e-9, abs_tol=1e-9):
+        raise Refused(f"{shape_id}: witness median_us = {median_us} is not the median of its calls ({expected})")
 
 
 def recompute_figures(evaluation: Evaluation, report: EvaluationReport,

@@ -57,6 +57,7 @@ def test_an_honest_claim_under_a_costly_first_call_is_confirmed_with_two_calls()
     # First call 30% slower (lazy set-up under ncu), second as the timing measured.
     witness = gpu_witness(report, [10400.0, 8050.0], 590, [590, 590])
     assert witness["confirmed"] and witness["median_us"] == 8050.0 and witness["n"] == 2
+    assert witness["calls_us"] == [10400.0, 8050.0]  # shown in the report, checked by the site
     forged = gpu_witness({**report, "timing": {"median_us": 3000.0, "gate_us": 20.0}}, [10400.0, 8050.0], 590)
     assert not forged["confirmed"] and "timing not confirmed" in forged["message"]
 

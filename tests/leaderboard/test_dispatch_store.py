@@ -182,6 +182,29 @@ def test_a_witness_with_a_non_finite_floor_is_rejected(
     assert evaluation.status == "rejected" and "are not finite times" in evaluation.message
 
 
+@pytest.mark.parametrize(("calls_us", "why"), [
+    ([5.0, math.nan], "are not finite times"),
+    ([5.0, 7.0, 9.0], "is not the median of its calls"),  # the stated median is not theirs
+])
+def test_a_witness_whose_calls_disagree_with_its_median_is_rejected(
+        gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any,
+        calls_us: list[float], why: str) -> None:
+    forged = gpu_report(cpu_report)
+    forged["shapes"][0]["witness"].update(median_us=5.0, calls_us=calls_us)
+    evaluation = deliver(gpu_evaluation, forged, django_capture_on_commit_callbacks)
+    assert evaluation.status == "rejected" and why in evaluation.message
+
+
+def test_a_witness_of_two_calls_stands_at_the_lower(
+        gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any) -> None:
+    report = gpu_report(cpu_report)
+    for shape in report["shapes"]:
+        witness = shape["witness"]
+        witness["calls_us"] = [witness["median_us"] * 1.3, witness["median_us"]]  # a costly first call
+    evaluation = deliver(gpu_evaluation, report, django_capture_on_commit_callbacks)
+    assert evaluation.status == "passed" and evaluation.rank_eligible
+
+
 def test_a_real_cpu_report_from_the_judge_is_stored_as_it_witnessed_it(
         evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any) -> None:
     stored = deliver(evaluation, cpu_report, django_capture_on_commit_callbacks)

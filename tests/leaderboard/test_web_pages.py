@@ -129,6 +129,7 @@ def test_the_report_shows_each_shape_with_its_figures_and_a_roofline(
     assert page.count('data-shape="n') == evaluation.shape_results.count()
     assert 'id="' + str(evaluation.pk) + '-roofline"' in page
     assert "memory" in page and "confirmed" in page
+    assert page.count("data-witness-calls") == evaluation.shape_results.count()  # each witnessed call's time
 
 
 def test_a_multi_gpu_report_shows_each_ranks_median_and_the_calibrated_link_fraction(

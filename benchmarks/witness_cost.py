@@ -7,7 +7,8 @@ latest job of every problem's baseline and example, the witness's seconds per ra
 - ``measured``: each job's own ``witness`` phase (since bb5909a it holds the early load's wait);
 - ``projected``: jobs recorded before the early load (no ``witness.load_wait`` phase) counted as if
   their load had started with the test stage: ``witness - load + max(0, load - test)``. Their
-  shapes keep three witnessed calls, so this is an upper bound of what they cost now.
+  shapes keep three witnessed calls: a projection (an overestimate where the two-call rule would
+  apply), until those jobs run again.
 
     python3 benchmarks/witness_cost.py benchmarks/results/h200_round1[0-4]/*/runner_*.json
 """

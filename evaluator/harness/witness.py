@@ -47,6 +47,7 @@ from typing import Any
 from evaluator.harness import channel, process_tree
 from evaluator.harness.parent import child_env
 from evaluator.harness.profile import ncu_version, parse_raw_csv
+from evaluator.scoring import witnessed_time
 
 #: Witnessed calls per shape, every one checked. No warm-up call: a first call's one-off work (a
 #: Triton autotune, a library's lazy set-up) lands in one call only, and the witness drops it: the
@@ -174,13 +175,6 @@ def gpu_witness(report: dict[str, Any], times: list[float], kernels: int,
     return {"source": "ncu", "median_us": median, "n": len(times), "calls_us": [float(t) for t in times],
             "kernels_per_call": kernels,
             "judge_round_trip_us": round_trip, "floor_us": floor, "confirmed": confirmed, "message": message}
-
-
-def witnessed_time(times: list[float]) -> float:
-    """The shape's witness from its calls' times: the median of three; of two, the lower (a one-off
-    first call dropped either way). Lower, never higher: a witness above the kernel's steady cost
-    would reject an honest claim, and one below it only loosens the floor by the calls' spread."""
-    return float(statistics.median_low(times))
 
 
 def claimed_gate_us(timing: dict[str, Any]) -> float:

@@ -19,13 +19,12 @@ only among itself.
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass, field
 
 from evaluator.gpus import GpuSpec, GpuSpecError
 from evaluator.problems import FLOP_CLASSES, CatalogueError, Counts, get_problem
 from evaluator.report import EvaluationReport, ShapeReport, SolFigures, Status, worst_status
-from evaluator.scoring import problem_score, shape_score, sol_figures
+from evaluator.scoring import problem_score, shape_score, sol_figures, witnessed_time
 from leaderboard.models import Evaluation, GpuType, Shape
 
 #: A claimed score may differ from the site's by float noise only (same functions, same inputs).
@@ -125,12 +124,11 @@ def check_times(item: ShapeReport) -> None:
 
 
 def check_witnessed_calls(shape_id: str, median_us: float, calls_us: list[float]) -> None:
-    """The witness's per-call times are finite and its median is theirs (the median of three, the
-    lower of two: evaluator/harness/witness.py): a report whose figures disagree was not made by the
-    evaluator."""
+    """The witness's per-call times are finite and its median is theirs (``witnessed_time``, the
+    evaluator's rule): a report whose figures disagree was not made by the evaluator."""
     if not all(math.isfinite(value) and value >= 0 for value in calls_us):
         raise Refused(f"{shape_id}: witnessed call times {calls_us[:4]} are not finite times")
-    expected = statistics.median_low(calls_us)
+    expected = witnessed_time(calls_us)
     if not math.isclose(median_us, expected, rel_tol=1e-9, abs_tol=1e-9):
         raise Refused(f"{shape_id}: witness median_us = {median_us} is not the median of its calls ({expected})")
 

@@ -27,17 +27,20 @@ def baseline(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor) -> None:
     """Eager torch on the (T, H/128, 128) view: each group's amax (vector_norm with ord=inf), the fp32
     scales written straight into ``scales``, then x / scale in fp32 written straight into q as e4m3
     (``div(out=)``, one kernel). Version 2; bitwise version 1's bytes."""
-    t, h = x.shape
-    groups = x.view(t, h // GROUP, GROUP)
-    amax = torch.linalg.vector_norm(groups, float("inf"), dim=-1).float()
-    torch.div(amax.clamp_min_(EPS), FP8_MAX, out=scales)
-    torch.div(groups, scales.unsqueeze(-1), out=q.view(t, h // GROUP, GROUP))
+    groups = _group_scales(x, scales)
+    torch.div(groups, scales.unsqueeze(-1), out=q.view(groups.shape))
 
 
 def copy_baseline(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor) -> None:
     """Version 1's baseline: the quotient as an fp32 tensor, then a second kernel casts it into q."""
+    groups = _group_scales(x, scales)
+    q.view(groups.shape).copy_(groups / scales.unsqueeze(-1))
+
+
+def _group_scales(x: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """Each group's fp32 scale into ``scales``; returns x as (T, H/128, 128) groups."""
     t, h = x.shape
     groups = x.view(t, h // GROUP, GROUP)
     amax = torch.linalg.vector_norm(groups, float("inf"), dim=-1).float()
     torch.div(amax.clamp_min_(EPS), FP8_MAX, out=scales)
-    q.view(t, h // GROUP, GROUP).copy_(groups / scales.unsqueeze(-1))
+    return groups

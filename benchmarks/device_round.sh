@@ -32,6 +32,14 @@
 # PART probe      benchmarks/seed_margins.py on mla_decode's shape that failed its version-2 baseline in
 #                 round 14 (SEEDS seeds, 12 unless set; versions 2 and 1 on the same inputs), the self-check
 #                 of $VERSIONS, then `pytest -m gpu` with what the budget leaves.
+# PART earlyload after round 15 (ROUND r16): benchmarks/early_load_probe.py on paged_decode_attention's
+#                 baseline (the early witness load against the late one, alternating, RUNS pairs, 2 unless
+#                 set: round 15's 5x slower test and ranked stages), then the examples of transpose,
+#                 vector_add, w4a16_gemm and the baselines of transpose, vector_add (not run since bb5909a).
+# PART closing    every cheat on this commit, top_p_sampling's baseline (not run since bb5909a), then
+#                 tests/runners/test_sandbox.py's GPU test (cut by round 14's budget).
+# PART audit16    benchmarks/baseline_audit.py on all ranked shapes of PROBLEMS (softmax,attention_bwd
+#                 unless set): softmax v1 against v2, attention_bwd's cuDNN candidates.
 set -u
 OUT=${OUT:?set OUT}
 PART=${1:?PART}
@@ -68,7 +76,7 @@ selfcheck() {
 
 runner_jobs() {  # runner_jobs SETS PROBLEMS TAG (RUNS runs of each, 1 unless set)
     timeout $(( $(left) - 10 )) python3 benchmarks/false_positives.py --device cuda --gpu-type h200 \
-        --sets "$1" --runs "${RUNS:-1}" --budget-s $(( $(left) - 100 )) ${2:+--only "$2"} \
+        --sets "$1" --runs "${RUNS:-1}" --budget-s $(( $(left) - ${JOB_MARGIN:-100} )) ${2:+--only "$2"} \
         --out "$R/runner_$3.json" > "$R/runner_$3.log" 2>&1
     echo "runner $3 rc=$?"; grep -E '^\{' "$R/runner_$3.log" | cut -c1-220; tail -1 "$R/runner_$3.log"
 }
@@ -141,6 +149,25 @@ probe)  # mla_decode v2's margins over seeds against v1's (round 14's INCORRECT_
         > "$R/mla_decode_seed_margins.log" 2>&1; echo "margins rc=$?"; grep -A3 '/' "$R/mla_decode_seed_margins.log" | tail -40
     [ "$(left)" -gt 60 ] && selfcheck_versions
     [ "$(left)" -gt 60 ] && pytest_gpu
+    ;;
+earlyload)  # the early witness load against the late one on paged_decode_attention, then five jobs
+    timeout $(( $(left) - 200 )) python3 benchmarks/early_load_probe.py paged_decode_attention \
+        --runs "${RUNS:-2}" --budget-s $(( $(left) - 300 )) --out "$R/early_load_probe.json" \
+        > "$R/early_load_probe.log" 2>&1; echo "probe rc=$?"; cut -c1-400 "$R/early_load_probe.log" | tail -8
+    [ "$(left)" -gt 120 ] && JOB_MARGIN=${JOB_MARGIN:-60} \
+        runner_jobs examples transpose,vector_add,w4a16_gemm examples
+    [ "$(left)" -gt 100 ] && JOB_MARGIN=${JOB_MARGIN:-60} runner_jobs baselines transpose,vector_add baselines
+    ;;
+closing)  # every cheat, top_p_sampling's baseline, then the cut sandbox GPU test
+    runner_jobs cheats "" cheats
+    [ "$(left)" -gt 260 ] && JOB_MARGIN=230 runner_jobs baselines top_p_sampling baselines
+    [ "$(left)" -gt 60 ] && { timeout $(( $(left) - 15 )) python3 -m pytest -m gpu -p no:cacheprovider -o addopts= \
+        -rA tests/runners/test_sandbox.py > "$R/pytest_sandbox.txt" 2>&1; echo "pytest rc=$?" >> "$R/pytest_sandbox.txt"
+        grep -E "passed|failed|rc=" "$R/pytest_sandbox.txt" | tail -3; }
+    ;;
+audit16)  # softmax v1 against v2 and attention_bwd's cuDNN candidates on all ranked shapes
+    timeout $(( $(left) - 15 )) python3 benchmarks/baseline_audit.py --problems "${PROBLEMS:-softmax,attention_bwd}" \
+        --out "$R/baseline_audit_h200.json" > "$R/baseline_audit.log" 2>&1; echo "audit rc=$?"; tail -30 "$R/baseline_audit.log"
     ;;
 final)  # the example the clock's slack was changed for, every cheat, then PROBLEMS' examples
     runner_jobs examples moe_unpermute recheck

@@ -1,4 +1,4 @@
-"""Does the witness's early load slow the job it hides in? A GPU probe, one submission, A/B.
+"""Does the witness's early load slow the job it hides in? A GPU probe, one submission, three ways.
 
 H200 round 15 (benchmarks/results/h200_round15/): since the witness process loads the submission
 during the test stage (bb5909a), paged_decode_attention's jobs spend 27 s in their test stage and
@@ -7,14 +7,15 @@ the other 47 jobs of the round kept their stage times within ~0.7 s), and the ba
 spans ran 27-58% longer than its CUDA events on 4 of 9 shapes (score 0.404, 0.508 in round 11).
 
 This runs the submission straight through ``python -m evaluator run --mode ranked`` (no runner
-jail), alternating the early load as shipped (``early``) with the load after the ranked stage, as
-before bb5909a (``late``: ``witness_run.begin_load`` replaced by a no-op in that process), while it
+jail), the modes of ``MODES`` in turn: the early load as shipped, the load after the ranked stage as
+before bb5909a, and the early load with the judge's torch on one thread (the suspected mechanism:
+a busy witness process or ncu taking a core from the judge's per-core thread pool). Meanwhile it
 samples the GPU (``nvidia-smi``: utilisation, memory, SM clock, per-process memory) and every
 process's CPU time (``/proc``). Per run it writes the phases, each ranked shape's timing line (as
 the runner rounds record it) and, per stage, the GPU's mean utilisation and peak memory and the
 CPU seconds of the judge, the timing child, the witness process, ncu and everything else.
 
-    python3 benchmarks/early_load_probe.py paged_decode_attention --runs 2 --out $OUT/early_load.json
+    python3 benchmarks/early_load_probe.py paged_decode_attention --runs 1 --out $OUT/early_load.json
 """
 
 from __future__ import annotations
@@ -39,8 +40,19 @@ from witness_round import witness_line
 #: The stages of a ranked job in the order the judge enters them (``phase_seconds`` keys without a dot
 #: are sequential; the witness's sub-phases are inside ``witness``).
 STAGES = ("judge_start", "start_up", "baseline", "compile", "test", "witness.load_wait", "ranked", "witness")
-LATE_LOAD = ("import sys; import evaluator.harness.witness_run as w; w.begin_load = lambda judge: None; "
-             "from evaluator.cli import main; sys.exit(main())")
+#: How each mode starts the judge's process: ``early`` as shipped; ``late`` with the witness process
+#: loaded after the ranked stage (before bb5909a); ``early_t1`` as shipped with the judge's torch on one
+#: CPU thread (on the GPU the judge keeps torch's default pool, one thread per core: its host-side
+#: input work, paged_decode_attention's page tables and slot masks, is many small parallel ops, which
+#: slow down many-fold when another busy process takes a core from the pool; measured on a 2-core
+#: development machine with one core busy: 1 thread 0.05 s, 2 threads 0.35 s for its 12 shapes).
+MODES = {
+    "early": ["-m", "evaluator"],
+    "late": ["-c", ("import sys; import evaluator.harness.witness_run as w; w.begin_load = lambda judge: None; "
+                    "from evaluator.cli import main; sys.exit(main())")],
+    "early_t1": ["-c", "import sys, torch; torch.set_num_threads(1); from evaluator.cli import main; sys.exit(main())"],
+}
+LATE_LOAD = MODES["late"][1]
 TICK_S = 0.25
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -151,7 +163,7 @@ def per_stage(samples: list[dict[str, Any]], windows: dict[str, tuple[float, flo
 
 
 def run_once(problem: str, source: Path, mode: str, device: str, timeout_s: float) -> dict[str, Any]:
-    command = [sys.executable, *(["-c", LATE_LOAD] if mode == "late" else ["-m", "evaluator"]),
+    command = [sys.executable, *MODES[mode],
                "run", problem, str(source), "--device", device, "--mode", "ranked", "--json"]
     with Sampler() as sampler:
         started_at = time.monotonic() - sampler.began
@@ -172,6 +184,13 @@ def run_once(problem: str, source: Path, mode: str, device: str, timeout_s: floa
     }
 
 
+def torch_threads() -> int | None:
+    """torch's default intra-op pool on this machine (the judge's on the GPU path)."""
+    done = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                          check=False, capture_output=True, text=True, timeout=120)
+    return int(done.stdout) if done.stdout.strip().isdigit() else None
+
+
 def submission_file(problem: str, which: str, folder: Path) -> Path:
     if which == "example":
         return REPO / "examples" / "python" / f"{problem}.py"
@@ -185,20 +204,23 @@ def main() -> int:
     parser.add_argument("problem")
     parser.add_argument("--submission", choices=["baseline", "example"], default="baseline")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a smoke test of the probe")
-    parser.add_argument("--runs", type=int, default=2, help="runs of each mode, alternating early and late")
+    parser.add_argument("--runs", type=int, default=2, help="runs of each mode, the modes in turn")
+    parser.add_argument("--modes", default="early,late,early_t1", help=f"comma-separated, of {', '.join(MODES)}")
     parser.add_argument("--budget-s", type=float, default=1e9, help="start no run after this many seconds")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     began = time.monotonic()
     record: dict[str, Any] = {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                               "commit": os.environ.get("SOLBOARD_COMMIT", "unknown"), "problem": args.problem,
-                              "submission": args.submission, "runs": []}
+                              "submission": args.submission, "cpus": os.cpu_count(),
+                              "torch_threads": torch_threads(), "runs": []}
     with tempfile.TemporaryDirectory() as folder:
         source = submission_file(args.problem, args.submission, Path(folder))
-        for index in range(2 * args.runs):
+        modes = args.modes.split(",")
+        for index in range(len(modes) * args.runs):
             if time.monotonic() - began > args.budget_s:
                 break
-            mode = ("early", "late")[index % 2]
+            mode = modes[index % len(modes)]
             result = run_once(args.problem, source, mode, args.device, timeout_s=300)
             record["runs"].append(result)
             args.out.write_text(json.dumps(record, indent=1))

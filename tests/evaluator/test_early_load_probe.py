@@ -60,14 +60,15 @@ def test_stages_are_laid_end_to_end_and_samples_summed_inside_each() -> None:
     assert "baseline" not in summary  # no sample fell inside it
 
 
-def test_a_cpu_smoke_run_alternates_the_two_loads_and_records_each_stage(tmp_path: Path) -> None:
+def test_a_cpu_smoke_run_takes_each_mode_in_turn_and_records_each_stage(tmp_path: Path) -> None:
     out = tmp_path / "probe.json"
     done = subprocess.run([sys.executable, str(SCRIPT), "vector_add", "--device", "cpu", "--runs", "1", "--out", str(out)],
                           capture_output=True, text=True, cwd=REPO, timeout=240, check=False,
                           env={**os.environ, "SOLBOARD_COMMIT": "test"})
     assert done.returncode == 0, done.stderr[-2000:]
     record = json.loads(out.read_text())
-    assert [run["mode"] for run in record["runs"]] == ["early", "late"]
+    assert [run["mode"] for run in record["runs"]] == ["early", "late", "early_t1"]
+    assert record["cpus"] and record["torch_threads"]
     for run in record["runs"]:
         assert run["status"] == "PASSED" and run["rc"] == 0
         assert run["stages"]["start_up"]["cpu_s"].get("child", 0.0) > 0.0  # the timing child imported torch

@@ -33,8 +33,8 @@
 #                 round 14 (SEEDS seeds, 12 unless set; versions 2 and 1 on the same inputs), the self-check
 #                 of $VERSIONS, then `pytest -m gpu` with what the budget leaves.
 # PART earlyload after round 15 (ROUND r16): benchmarks/early_load_probe.py on paged_decode_attention's
-#                 baseline (the early witness load, the late one, the early one with the judge on one CPU
-#                 thread, in turn, until 300 s before the end: round 15's 5x slower test and ranked
+#                 baseline (as shipped, the judge on torch's per-core pool as in rounds 14-15, the late
+#                 witness load, in turn, until 300 s before the end: round 15's 5x slower test and ranked
 #                 stages), then the examples of transpose,
 #                 vector_add, w4a16_gemm and the baselines of transpose, vector_add (not run since bb5909a).
 # PART closing    every cheat on this commit, top_p_sampling's baseline (not run since bb5909a), then

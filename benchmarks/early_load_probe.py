@@ -7,9 +7,10 @@ the other 47 jobs of the round kept their stage times within ~0.7 s), and the ba
 spans ran 27-58% longer than its CUDA events on 4 of 9 shapes (score 0.404, 0.508 in round 11).
 
 This runs the submission straight through ``python -m evaluator run --mode ranked`` (no runner
-jail), the modes of ``MODES`` in turn: the early load as shipped, the load after the ranked stage as
-before bb5909a, and the early load with the judge's torch on one thread (the suspected mechanism:
-a busy witness process or ncu taking a core from the judge's per-core thread pool). Meanwhile it
+jail), the modes of ``MODES`` in turn: the early load as shipped (the judge's torch on one CPU
+thread), the same with the judge on torch's per-core pool as in rounds 14-15 (the suspected
+mechanism: a busy witness process or ncu taking a core from that pool), and the load after the
+ranked stage as before bb5909a. Meanwhile it
 samples the GPU (``nvidia-smi``: utilisation, memory, SM clock, per-process memory) and every
 process's CPU time (``/proc``). Per run it writes the phases, each ranked shape's timing line (as
 the runner rounds record it) and, per stage, the GPU's mean utilisation and peak memory and the
@@ -40,17 +41,18 @@ from witness_round import witness_line
 #: The stages of a ranked job in the order the judge enters them (``phase_seconds`` keys without a dot
 #: are sequential; the witness's sub-phases are inside ``witness``).
 STAGES = ("judge_start", "start_up", "baseline", "compile", "test", "witness.load_wait", "ranked", "witness")
-#: How each mode starts the judge's process: ``early`` as shipped; ``late`` with the witness process
-#: loaded after the ranked stage (before bb5909a); ``early_t1`` as shipped with the judge's torch on one
-#: CPU thread (on the GPU the judge keeps torch's default pool, one thread per core: its host-side
-#: input work, paged_decode_attention's page tables and slot masks, is many small parallel ops, which
-#: slow down many-fold when another busy process takes a core from the pool; measured on a 2-core
-#: development machine with one core busy: 1 thread 0.05 s, 2 threads 0.35 s for its 12 shapes).
+#: How each mode starts the judge's process: ``early`` as shipped (the early load, and since round 15
+#: the judge's torch on one CPU thread on every device); ``late`` with the witness process
+#: loaded after the ranked stage, as before bb5909a; ``early_pool`` as shipped but with the judge on
+#: torch's default pool, one thread per core, as in rounds 14-15 (``evaluator/harness/device.py``'s
+#: ``single_threaded_host_work`` says why one thread; this mode shows whether that was the cause).
 MODES = {
     "early": ["-m", "evaluator"],
     "late": ["-c", ("import sys; import evaluator.harness.witness_run as w; w.begin_load = lambda judge: None; "
                     "from evaluator.cli import main; sys.exit(main())")],
-    "early_t1": ["-c", "import sys, torch; torch.set_num_threads(1); from evaluator.cli import main; sys.exit(main())"],
+    # Patched before evaluator.harness.judge imports it by name (device.py imports no torch).
+    "early_pool": ["-c", ("import sys; import evaluator.harness.device as d; d.single_threaded_host_work = lambda: None; "
+                          "from evaluator.cli import main; sys.exit(main())")],
 }
 LATE_LOAD = MODES["late"][1]
 TICK_S = 0.25
@@ -166,15 +168,19 @@ def run_once(problem: str, source: Path, mode: str, device: str, timeout_s: floa
     command = [sys.executable, *MODES[mode],
                "run", problem, str(source), "--device", device, "--mode", "ranked", "--json"]
     with Sampler() as sampler:
-        started_at = time.monotonic() - sampler.began
         began = time.monotonic()
         done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=timeout_s, check=False)
+        ended = time.monotonic() - sampler.began
         seconds = time.monotonic() - began
     try:
         report = json.loads(done.stdout)
     except json.JSONDecodeError:
         return {"mode": mode, "rc": done.returncode, "seconds": round(seconds, 1), "stderr": done.stderr[-2000:]}
     phases = report.get("phase_seconds") or {}
+    # The report's wall_seconds run from evaluate()'s start to the report, which the process prints
+    # and exits right after: counted back from the exit, the stages land within a fraction of a
+    # second (the interpreter's start and the modes' own imports come before evaluate()).
+    started_at = ended - float(report.get("wall_seconds") or 0.0)
     shapes = [witness_line(shape) for shape in report.get("shapes", []) if shape.get("ranked")]
     return {
         "mode": mode, "rc": done.returncode, "seconds": round(seconds, 1), "status": report.get("status"),
@@ -205,7 +211,7 @@ def main() -> int:
     parser.add_argument("--submission", choices=["baseline", "example"], default="baseline")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a smoke test of the probe")
     parser.add_argument("--runs", type=int, default=2, help="runs of each mode, the modes in turn")
-    parser.add_argument("--modes", default="early,late,early_t1", help=f"comma-separated, of {', '.join(MODES)}")
+    parser.add_argument("--modes", default="early,early_pool,late", help=f"comma-separated, of {', '.join(MODES)}")
     parser.add_argument("--budget-s", type=float, default=1e9, help="start no run after this many seconds")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()

@@ -23,7 +23,7 @@ import torch
 
 from evaluator.harness import correctness as corr
 from evaluator.harness import process_tree, witness_run, work
-from evaluator.harness.device import device_info
+from evaluator.harness.device import device_info, single_threaded_host_work
 from evaluator.harness.judge_timing import BaselineTimer, KernelTimingService
 from evaluator.harness.outcome import JudgeOutcome
 from evaluator.harness.parent import ChildDied, ChildProcess, ChildTimeout, ProtocolViolation
@@ -205,6 +205,7 @@ class Judge:
         self.child.send({"type": "finish"})
 
     def _prepare_device(self) -> None:
+        single_threaded_host_work()
         if self.device == "cuda":
             torch.cuda.init()
             torch.zeros(1, device="cuda")
@@ -212,8 +213,6 @@ class Judge:
 
             uuid = getattr(torch.cuda.get_device_properties(0), "uuid", None)
             self.nvml = Nvml(f"GPU-{uuid}" if uuid else None)
-        else:
-            torch.set_num_threads(1)
         self.outcome.device = device_info(self.device)
         self.baseline_timer = BaselineTimer(self)
 

@@ -28,7 +28,7 @@ import torch
 
 from evaluator.harness import correctness as corr
 from evaluator.harness import process_tree, work
-from evaluator.harness.device import device_info
+from evaluator.harness.device import device_info, single_threaded_host_work
 from evaluator.harness.judge import (
     SELF_REPORTED,
     HarnessFailure,
@@ -198,12 +198,11 @@ class MultiJudge:
                                  f"{torch.cuda.device_count()} (CUDA_VISIBLE_DEVICES)")
 
     def _prepare_device(self) -> None:
+        single_threaded_host_work()
         if self.device == "cuda":
             torch.cuda.init()
             for index in range(self.world_size):
                 torch.zeros(1, device=torch.device("cuda", index))
-        else:
-            torch.set_num_threads(1)
 
     def _imported(self) -> bool:
         answers = self.ranks.gather("imported", "compile_error")

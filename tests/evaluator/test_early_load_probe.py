@@ -67,7 +67,7 @@ def test_a_cpu_smoke_run_takes_each_mode_in_turn_and_records_each_stage(tmp_path
                           env={**os.environ, "SOLBOARD_COMMIT": "test"})
     assert done.returncode == 0, done.stderr[-2000:]
     record = json.loads(out.read_text())
-    assert [run["mode"] for run in record["runs"]] == ["early", "late", "early_t1"]
+    assert [run["mode"] for run in record["runs"]] == ["early", "early_pool", "late"]
     assert record["cpus"] and record["torch_threads"]
     for run in record["runs"]:
         assert run["status"] == "PASSED" and run["rc"] == 0

@@ -11,7 +11,7 @@ jail), the modes of ``MODES`` in turn: the early load as shipped (the judge's to
 thread), the same with the judge on torch's per-core pool as in rounds 14-15 (the suspected
 mechanism: a busy witness process or ncu taking a core from that pool), and the load after the
 ranked stage as before bb5909a. Meanwhile it
-samples the GPU (``nvidia-smi``: utilisation, memory, SM clock, per-process memory) and every
+samples the GPU (NVML: utilisation, memory, SM clock, per-process memory) and every
 process's CPU time (``/proc``). Per run it writes the phases, each ranked shape's timing line (as
 the runner rounds record it) and, per stage, the GPU's mean utilisation and peak memory and the
 CPU seconds of the judge, the timing child, the witness process, ncu and everything else.
@@ -96,6 +96,7 @@ class Sampler:
 
     def __init__(self) -> None:
         self.samples: list[dict[str, Any]] = []
+        self.gpu = Gpu()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -117,20 +118,35 @@ class Sampler:
                 previous = before.get(pid, (label, 0.0))[1] if pid in before else 0.0
                 used[label] = used.get(label, 0.0) + max(0.0, seconds - previous)
             before = now
-            self.samples.append({"t": round(time.monotonic() - self.began, 3), "cpu_s": used, **gpu_state()})
+            self.samples.append({"t": round(time.monotonic() - self.began, 3), "cpu_s": used, **self.gpu.state()})
 
 
-def gpu_state() -> dict[str, Any]:
-    try:
-        gpu = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu,memory.used,clocks.sm",
-                              "--format=csv,noheader,nounits"], check=False, capture_output=True, text=True, timeout=5).stdout
-        apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-                              check=False, capture_output=True, text=True, timeout=5).stdout
-        util, memory, clock = (float(part) for part in gpu.strip().splitlines()[0].split(","))
-    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
-        return {}
-    return {"gpu_util": util, "gpu_mem_mib": memory, "sm_mhz": clock,
-            "apps": [line.strip() for line in apps.strip().splitlines() if line.strip()]}
+class Gpu:
+    """GPU 0's state through NVML in this process: no nvidia-smi process per sample, whose start-up
+    would itself take CPU from the job (the suspected mechanism is exactly that)."""
+
+    def __init__(self) -> None:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self.nvml: Any = pynvml
+            self.handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        except Exception:  # noqa: BLE001 - no NVML (the CPU smoke test): no GPU columns
+            self.nvml = None
+
+    def state(self) -> dict[str, Any]:
+        if self.nvml is None:
+            return {}
+        nvml, handle = self.nvml, self.handle
+        try:
+            apps = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+            return {"gpu_util": float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu),
+                    "gpu_mem_mib": nvml.nvmlDeviceGetMemoryInfo(handle).used / 2**20,
+                    "sm_mhz": float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
+                    "apps": [f"{app.pid}, {(app.usedGpuMemory or 0) // 2**20}" for app in apps]}
+        except Exception:  # noqa: BLE001 - a failed sample is a missing sample
+            return {}
 
 
 def stage_windows(phases: dict[str, float], started_at: float) -> dict[str, tuple[float, float]]:

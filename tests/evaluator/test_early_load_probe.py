@@ -49,7 +49,7 @@ def test_stages_are_laid_end_to_end_and_samples_summed_inside_each() -> None:
          "apps": ["1, 500"]},
         {"t": 7.5, "cpu_s": {"judge": 0.3}, "gpu_util": 100.0, "gpu_mem_mib": 4000.0, "sm_mhz": 1755.0,
          "apps": ["1, 500", "2, 3000"]},
-        {"t": 9.0, "cpu_s": {"child": 0.25}},  # ranked: no GPU reading (nvidia-smi failed)
+        {"t": 9.0, "cpu_s": {"child": 0.25}},  # ranked: no GPU reading (an NVML sample failed)
     ]
     summary = probe.per_stage(samples, windows)
     assert summary["test"]["cpu_s"] == {"judge": 0.4, "witness": 0.2}

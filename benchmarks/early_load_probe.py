@@ -180,6 +180,21 @@ def per_stage(samples: list[dict[str, Any]], windows: dict[str, tuple[float, flo
     return summary
 
 
+def report_in(stdout: str) -> dict[str, Any] | None:
+    """The report ``run --json`` printed: the first JSON object that starts a line (a library's
+    warning on stdout before or after it does not lose the run)."""
+    decoder = json.JSONDecoder()
+    for start in [0] + [index + 1 for index, char in enumerate(stdout) if char == "\n"]:
+        if stdout.startswith("{", start):
+            try:
+                found, _ = decoder.raw_decode(stdout, start)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(found, dict) and "phase_seconds" in found:
+                return found
+    return None
+
+
 def run_once(problem: str, source: Path, mode: str, device: str, timeout_s: float) -> dict[str, Any]:
     command = [sys.executable, *MODES[mode],
                "run", problem, str(source), "--device", device, "--mode", "ranked", "--json"]
@@ -188,10 +203,10 @@ def run_once(problem: str, source: Path, mode: str, device: str, timeout_s: floa
         done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=timeout_s, check=False)
         ended = time.monotonic() - sampler.began
         seconds = time.monotonic() - began
-    try:
-        report = json.loads(done.stdout)
-    except json.JSONDecodeError:
-        return {"mode": mode, "rc": done.returncode, "seconds": round(seconds, 1), "stderr": done.stderr[-2000:]}
+    report = report_in(done.stdout)
+    if report is None:
+        return {"mode": mode, "rc": done.returncode, "seconds": round(seconds, 1),
+                "stdout": done.stdout[-2000:], "stderr": done.stderr[-2000:]}
     phases = report.get("phase_seconds") or {}
     # The report's wall_seconds run from evaluate()'s start to the report, which the process prints
     # and exits right after: counted back from the exit, the stages land within a fraction of a

@@ -74,3 +74,12 @@ def test_a_cpu_smoke_run_takes_each_mode_in_turn_and_records_each_stage(tmp_path
         assert run["stages"]["start_up"]["cpu_s"].get("child", 0.0) > 0.0  # the timing child imported torch
         assert {"test", "ranked"} <= set(run["phases"])
         assert run["samples"]
+
+
+def test_the_report_is_found_among_other_lines_on_stdout() -> None:
+    report_in = script().report_in
+    report = {"status": "PASSED", "phase_seconds": {"test": 1.0}, "shapes": []}
+    printed = json.dumps(report, indent=2)
+    assert report_in(printed) == report
+    assert report_in(f"UserWarning: something\n{{not json\n{printed}\ntrailing line\n") == report
+    assert report_in('{"type": "provisional"}\nerror: no report\n') is None

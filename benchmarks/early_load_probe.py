@@ -38,6 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: wit
 
 from witness_round import witness_line
 
+from evaluator.harness.telemetry import Nvml
+
 #: The stages of a ranked job in the order the judge enters them (``phase_seconds`` keys without a dot
 #: are sequential; the witness's sub-phases are inside ``witness``).
 STAGES = ("judge_start", "start_up", "baseline", "compile", "test", "witness.load_wait", "ranked", "witness")
@@ -121,32 +123,21 @@ class Sampler:
             self.samples.append({"t": round(time.monotonic() - self.began, 3), "cpu_s": used, **self.gpu.state()})
 
 
-class Gpu:
-    """GPU 0's state through NVML in this process: no nvidia-smi process per sample, whose start-up
-    would itself take CPU from the job (the suspected mechanism is exactly that)."""
-
-    def __init__(self) -> None:
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            self.nvml: Any = pynvml
-            self.handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        except Exception:  # noqa: BLE001 - no NVML (the CPU smoke test): no GPU columns
-            self.nvml = None
+class Gpu(Nvml):
+    """GPU 0's state through NVML in this process (the harness's best-effort reader): no nvidia-smi
+    process per sample, whose start-up would itself take CPU from the job (the suspected mechanism
+    is exactly that)."""
 
     def state(self) -> dict[str, Any]:
-        if self.nvml is None:
+        if self.handle is None:  # no NVML (the CPU smoke test): no GPU columns
             return {}
-        nvml, handle = self.nvml, self.handle
-        try:
-            apps = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
-            return {"gpu_util": float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu),
-                    "gpu_mem_mib": nvml.nvmlDeviceGetMemoryInfo(handle).used / 2**20,
-                    "sm_mhz": float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
-                    "apps": [f"{app.pid}, {(app.usedGpuMemory or 0) // 2**20}" for app in apps]}
-        except Exception:  # noqa: BLE001 - a failed sample is a missing sample
-            return {}
+        utilisation, memory = self._read("nvmlDeviceGetUtilizationRates"), self._read("nvmlDeviceGetMemoryInfo")
+        clock = self._read("nvmlDeviceGetClockInfo", self.nvml.NVML_CLOCK_SM)
+        if utilisation is None or memory is None or clock is None:
+            return {}  # a failed sample is a missing sample
+        apps = self._read("nvmlDeviceGetComputeRunningProcesses") or []
+        return {"gpu_util": float(utilisation.gpu), "gpu_mem_mib": memory.used / 2**20, "sm_mhz": float(clock),
+                "apps": [f"{app.pid}, {(app.usedGpuMemory or 0) // 2**20}" for app in apps]}
 
 
 def stage_windows(phases: dict[str, float], started_at: float) -> dict[str, tuple[float, float]]:

@@ -41,6 +41,9 @@
 #                 tests/runners/test_sandbox.py's GPU test (cut by round 14's budget).
 # PART audit16    benchmarks/baseline_audit.py on all ranked shapes of PROBLEMS (softmax,attention_bwd
 #                 unless set): softmax v1 against v2, attention_bwd's cuDNN candidates.
+# PART next17    after round 16 (ROUND r17): attention_bwd version 2's baseline (cuDNN) and its example,
+#                 then the 11 other baselines not yet run on 9f062ee; PART next17b: the 19 other examples not
+#                 run on 9f062ee (top_p_sampling's, about 170 s, last).
 set -u
 OUT=${OUT:?set OUT}
 PART=${1:?PART}
@@ -169,6 +172,14 @@ closing)  # every cheat, top_p_sampling's baseline, then the cut sandbox GPU tes
 audit16)  # softmax v1 against v2 and attention_bwd's cuDNN candidates on all ranked shapes
     timeout $(( $(left) - 15 )) python3 benchmarks/baseline_audit.py --problems "${PROBLEMS:-softmax,attention_bwd}" \
         --out "$R/baseline_audit_h200.json" > "$R/baseline_audit.log" 2>&1; echo "audit rc=$?"; tail -30 "$R/baseline_audit.log"
+    ;;
+next17)  # attention_bwd v2 first, then the baselines round 16 did not run on its commit
+    runner_jobs baselines,examples attention_bwd attention_bwd
+    [ "$(left)" -gt 140 ] && JOB_MARGIN=${JOB_MARGIN:-60} runner_jobs baselines \
+        attention_fwd,fp8_blockscaled_gemm,fp8_quant_per_block,fp8_quant_per_token,gelu_and_mul,gemm_fp8,gemv_bf16,selective_scan,silu_and_mul,swiglu,w4a16_gemm baselines
+    ;;
+next17b)  # the examples round 16 did not run on its commit
+    runner_jobs examples attention_fwd,cross_entropy,fp8_blockscaled_gemm,fp8_quant_per_token,gelu_and_mul,gemm_bf16,gemv_bf16,layernorm,mla_decode,moe_gemm_swiglu,moe_permute,moe_unpermute,reduction_sum,rmsnorm,rope,selective_scan,silu_and_mul,sort_keys,top_p_sampling examples
     ;;
 final)  # the example the clock's slack was changed for, every cheat, then PROBLEMS' examples
     runner_jobs examples moe_unpermute recheck

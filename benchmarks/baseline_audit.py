@@ -49,6 +49,7 @@ import torch
 from evaluator.harness.correctness import poison_
 from evaluator.harness.work import error_scales
 from evaluator.problems import Problem, Shape, get_problem
+from evaluator.problems.attention_bwd.reference import flash_baseline as attention_bwd_v1
 from evaluator.problems.attention_fwd.reference import flash_baseline as attention_fwd_v1
 from evaluator.problems.fp8_quant_per_block.reference import copy_baseline as fp8_quant_per_block_v1
 from evaluator.problems.fp8_quant_per_token.reference import copy_baseline as fp8_quant_per_token_v1
@@ -86,6 +87,7 @@ def moe_permute_v1(
 CHANGED: dict[str, tuple[int, Baseline]] = {
     "softmax": (1, softmax_v1),
     "attention_fwd": (1, attention_fwd_v1),
+    "attention_bwd": (1, attention_bwd_v1),
     "histogram": (1, histogram_v1),
     "moe_permute": (1, moe_permute_v1),
     "mla_decode": (1, mla_decode_v1),
@@ -105,48 +107,6 @@ def attention_fwd_sdpa_default(
     LSE, so LSE is left as the harness poisoned it and its margin is meaningless). Timed to see
     which backend a plain call gets and how fast it is."""
     O.copy_(torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=bool(causal)))
-
-
-def attention_bwd_cudnn(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, dO: torch.Tensor, lse: torch.Tensor,
-    dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor, *, causal: int,
-) -> None:
-    """SDPA's cuDNN backward fed the given o and lse (the forward runs once per shape, untimed, for
-    the bookkeeping tensors cuDNN's backward takes: dropout RNG state, sequence lengths)."""
-    key = (q.data_ptr(), q.shape, bool(causal))
-    state = _CUDNN_FORWARD_STATE.get(key)
-    if state is None:
-        _CUDNN_FORWARD_STATE.clear()
-        result = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, bool(causal), False)
-        state = _CUDNN_FORWARD_STATE[key] = result
-    _out, stats, cum_q, cum_k, max_q, max_k, seed, offset, _debug = state
-    grads = torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
-        dO, q, k, v, o, lse.reshape(stats.shape), seed, offset, None, cum_q, cum_k, max_q, max_k, 0.0, bool(causal)
-    )
-    for target, grad in zip((dq, dk, dv), grads, strict=True):
-        target.copy_(grad)
-
-
-_CUDNN_FORWARD_STATE: dict[Any, Any] = {}
-
-
-def attention_bwd_cudnn_per_call(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, dO: torch.Tensor, lse: torch.Tensor,
-    dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor, *, causal: int,
-) -> None:
-    """SDPA's cuDNN backward with its bookkeeping built in every call, nothing kept between calls (a
-    baseline may not cache by address: the harness reuses buffers): at dropout 0 the RNG seed and
-    offset are never read (empty int64 tensors, no kernel), the batch is dense (no cumulative
-    lengths), the longest sequences are S, and cuDNN's softmax statistics are the problem's LSE as
-    (B, H, S, 1), the layout PyTorch's cuDNN forward allocates for them."""
-    seed = torch.empty((), dtype=torch.int64, device=q.device)
-    offset = torch.empty((), dtype=torch.int64, device=q.device)
-    grads = torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
-        dO, q, k, v, o, lse.unsqueeze(-1), seed, offset, None, None, None, q.shape[-2], k.shape[-2], 0.0,
-        bool(causal),
-    )
-    for target, grad in zip((dq, dk, dv), grads, strict=True):
-        target.copy_(grad)
 
 
 # --- The later problems' candidates (results/baseline_audit.md, "The later problems") -------------
@@ -173,11 +133,6 @@ CANDIDATES: dict[str, list[Candidate]] = {
     "attention_fwd": [
         Candidate("sdpa_default", attention_fwd_sdpa_default,
                   "no LSE: not a baseline, timed to see what a plain F.scaled_dot_product_attention call gets"),
-    ],
-    "attention_bwd": [
-        Candidate("cudnn", attention_bwd_cudnn, "as attention_fwd's cuDNN candidate"),
-        Candidate("cudnn_per_call", attention_bwd_cudnn_per_call,
-                  "not decided: the cached candidate's speed without its cache, to be timed on a GPU"),
     ],
     "sort_keys": [Candidate("sort_out", sort_keys_out, UNTIMED, cuda_only=False)],
 }
@@ -276,7 +231,6 @@ def measure_shape(problem: Problem, shape: Shape, variants: dict[str, Baseline],
         except Exception as error:  # noqa: BLE001 - a variant this torch or GPU cannot run: recorded
             row["error"] = f"{type(error).__name__}: {error}"[:500]
         finally:
-            _CUDNN_FORWARD_STATE.clear()
             if device == "cuda":
                 torch.cuda.empty_cache()
         rows.append(row)

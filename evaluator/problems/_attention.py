@@ -12,7 +12,8 @@ materialises more than ``CHUNK_ELEMENTS`` scores at once.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import torch
 
@@ -23,6 +24,27 @@ CHUNK_ELEMENTS = 2**27
 #: `peaked`: queries scaled up so that scores have standard deviation 4 (sharp attention).
 PEAKED_GAIN = 4.0
 DISTRIBUTIONS = (*BASIC_DISTRIBUTIONS, "peaked")
+
+_Result = TypeVar("_Result")
+#: (device, shape, causal) where cuDNN's attention refused once: not tried again there. A refusal is
+#: cuDNN's check of the inputs before any launch, so nothing ran; keyed by shape because cuDNN may take
+#: one sequence length and refuse another (an unranked odd length must not move the ranked shapes of
+#: the same job onto the fallback).
+_CUDNN_REFUSED: set[tuple[int | None, tuple[int, ...], bool]] = set()
+
+
+def cudnn_or_none(q: torch.Tensor, causal: bool, call: Callable[[], _Result]) -> _Result | None:
+    """``call()`` (one of SDPA's cuDNN attention ops on ``q``'s inputs), or None where cuDNN refuses
+    them (no cuDNN attention on this GPU or build, or not for this shape): the baselines then take
+    the SDPA flash backend."""
+    key = (q.device.index, tuple(q.shape), causal)
+    if key in _CUDNN_REFUSED:
+        return None
+    try:
+        return call()
+    except RuntimeError:
+        _CUDNN_REFUSED.add(key)
+        return None
 
 
 def draw_qkv(

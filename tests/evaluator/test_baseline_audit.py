@@ -34,7 +34,7 @@ def test_every_changed_problem_is_a_newer_version_than_the_baseline_it_replaced(
 
 
 def test_the_new_baselines_give_the_old_ones_results_on_the_cpu_shapes() -> None:
-    """Same arithmetic (softmax: fp32 inside, one rounding of the output; attention_fwd and histogram
+    """Same arithmetic (softmax: fp32 inside, one rounding of the output; attention_fwd, attention_bwd and histogram
     run version 1's CPU path; moe_permute's sort and binary search give argsort's order and
     bincount's offsets): bitwise the same outputs. Outputs poisoned as the harness does (NaN, or the
     integer sentinel)."""
@@ -112,3 +112,28 @@ def test_w4a16_gemm_gives_tinygemm_the_problems_weights_on_cuda() -> None:
             assert table.shape == (shape.axes["K"] // 128, shape.axes["N"], 2) and table.is_contiguous()
             assert torch.equal(tinygemm_weight(module.tinygemm_nibbles(qweight), table), expected)
             assert not torch.equal(tinygemm_weight(qweight.view(torch.uint8), table), expected)
+
+
+def test_a_cudnn_refusal_moves_that_shape_alone_to_the_fallback() -> None:
+    """attention_fwd's and attention_bwd's baselines take cuDNN where it accepts the inputs. A refusal
+    is remembered for its (device, shape, causal): the shape is not tried again, and another shape of
+    the same job (an unranked odd length refused first, the ranked shapes after it) still gets cuDNN."""
+    from evaluator.problems import _attention
+
+    tried: list[tuple[int, ...]] = []
+
+    def refuse_odd_lengths(q: torch.Tensor) -> str:
+        tried.append(tuple(q.shape))
+        if q.shape[2] % 2:
+            raise RuntimeError("cuDNN Frontend error: no valid execution plans built")
+        return "cudnn"
+
+    odd, even = torch.empty(1, 1, 77, 8), torch.empty(1, 1, 64, 8)
+    try:
+        assert _attention.cudnn_or_none(odd, True, lambda: refuse_odd_lengths(odd)) is None
+        assert _attention.cudnn_or_none(odd, True, lambda: refuse_odd_lengths(odd)) is None
+        assert _attention.cudnn_or_none(even, True, lambda: refuse_odd_lengths(even)) == "cudnn"
+        assert _attention.cudnn_or_none(odd, False, lambda: refuse_odd_lengths(odd)) is None
+        assert tried == [odd.shape, even.shape, odd.shape]  # the refused (shape, causal) was not tried again
+    finally:
+        _attention._CUDNN_REFUSED.clear()

@@ -46,15 +46,7 @@ def flash_baseline(
     LSE.copy_(result[1])
 
 
-#: Devices where cuDNN's attention refused once: not tried again (a refusal is a check before any launch).
-_CUDNN_REFUSED: set[int] = set()
-
-
 def _cudnn_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> tuple[torch.Tensor, ...] | None:
-    if q.device.index in _CUDNN_REFUSED:
-        return None
-    try:
-        return torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, causal, False)
-    except RuntimeError:
-        _CUDNN_REFUSED.add(q.device.index)
-        return None
+    return _attention.cudnn_or_none(
+        q, causal, lambda: torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, causal, False)
+    )

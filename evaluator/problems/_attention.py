@@ -36,12 +36,15 @@ _CUDNN_REFUSED: set[tuple[int | None, tuple[int, ...], bool]] = set()
 def cudnn_or_none(q: torch.Tensor, causal: bool, call: Callable[[], _Result]) -> _Result | None:
     """``call()`` (one of SDPA's cuDNN attention ops on ``q``'s inputs), or None where cuDNN refuses
     them (no cuDNN attention on this GPU or build, or not for this shape): the baselines then take
-    the SDPA flash backend."""
+    the SDPA flash backend. Running out of memory is no refusal (torch raises it as a RuntimeError):
+    it propagates, so that a passing shortage never leaves a shape on the slower fallback for good."""
     key = (q.device.index, tuple(q.shape), causal)
     if key in _CUDNN_REFUSED:
         return None
     try:
         return call()
+    except torch.OutOfMemoryError:
+        raise
     except RuntimeError:
         _CUDNN_REFUSED.add(key)
         return None

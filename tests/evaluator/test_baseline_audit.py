@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
 import torch
 
 from evaluator.problems import get_problem
@@ -135,5 +136,12 @@ def test_a_cudnn_refusal_moves_that_shape_alone_to_the_fallback() -> None:
         assert _attention.cudnn_or_none(even, True, lambda: refuse_odd_lengths(even)) == "cudnn"
         assert _attention.cudnn_or_none(odd, False, lambda: refuse_odd_lengths(odd)) is None
         assert tried == [odd.shape, even.shape, odd.shape]  # the refused (shape, causal) was not tried again
+
+        def out_of_memory() -> str:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+        with pytest.raises(torch.OutOfMemoryError):  # a shortage is no refusal: not remembered
+            _attention.cudnn_or_none(even, False, out_of_memory)
+        assert _attention.cudnn_or_none(even, False, lambda: refuse_odd_lengths(even)) == "cudnn"
     finally:
         _attention._CUDNN_REFUSED.clear()

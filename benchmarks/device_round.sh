@@ -44,6 +44,8 @@
 # PART next17    after round 16 (ROUND r17): attention_bwd version 2's baseline (cuDNN) and its example,
 #                 then the 11 other baselines not yet run on 9f062ee; PART next17b: the 19 other examples not
 #                 run on 9f062ee (top_p_sampling's, about 170 s, last).
+# PART next18    top_k_sampling (added after round 16, never on a GPU): its self-check on all shapes, its
+#                 baseline and its example as runner jobs; then PART next17 and next17b as before.
 set -u
 OUT=${OUT:?set OUT}
 PART=${1:?PART}
@@ -180,6 +182,13 @@ next17)  # attention_bwd v2 first, then the baselines round 16 did not run on it
     ;;
 next17b)  # the examples round 16 did not run on its commit
     runner_jobs examples attention_fwd,cross_entropy,fp8_blockscaled_gemm,fp8_quant_per_token,gelu_and_mul,gemm_bf16,gemv_bf16,layernorm,mla_decode,moe_gemm_swiglu,moe_permute,moe_unpermute,reduction_sum,rmsnorm,rope,selective_scan,silu_and_mul,sort_keys,top_p_sampling examples
+    ;;
+next18)  # the problem added after round 16: self-check (all shapes), then baseline and example through the runner
+    ( time timeout 150 python3 -m evaluator.problems.selfcheck top_k_sampling --device cuda --gpu h200 --shapes all ) \
+        > "$R/selfcheck_top_k.txt" 2>&1; echo "selfcheck rc=$?"; tail -4 "$R/selfcheck_top_k.txt"
+    ( timeout 150 python3 -m evaluator.problems.selfcheck top_k_sampling --device cuda --gpu h200 --shapes all \
+        --kernel examples/python/top_k_sampling.py ) > "$R/selfcheck_top_k_example.txt" 2>&1; tail -2 "$R/selfcheck_top_k_example.txt"
+    [ "$(left)" -gt 140 ] && JOB_MARGIN=${JOB_MARGIN:-60} runner_jobs baselines,examples top_k_sampling top_k_sampling
     ;;
 final)  # the example the clock's slack was changed for, every cheat, then PROBLEMS' examples
     runner_jobs examples moe_unpermute recheck

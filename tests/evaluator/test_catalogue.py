@@ -31,7 +31,7 @@ EXPECTED = {
     "silu_and_mul", "gelu_and_mul", "fp8_quant_per_token", "fp8_quant_per_block", "transpose", "w4a16_gemm",
     "fp8_blockscaled_gemm", "moe_router_topk", "moe_permute", "paged_decode_attention", "selective_scan",
     "histogram", "sort_keys", "moe_unpermute", "top_p_sampling", "mla_decode", "moe_gemm_swiglu",
-    "reduction_sum",
+    "reduction_sum", "top_k_sampling",
 }  # fmt: skip
 Kernel = Callable[..., None]
 
@@ -290,6 +290,18 @@ def top_p_sampling_of_bf16_logits(logits: torch.Tensor, top_p: torch.Tensor, u: 
     baseline(logits.bfloat16().float(), top_p, u, token)
 
 
+def top_k_sampling_in_bf16(logits: torch.Tensor, top_k: torch.Tensor, u: torch.Tensor, token: torch.Tensor,
+                           K: int) -> None:
+    """The baseline's algorithm with the logits, the softmax and the cumulative sum in bf16."""
+    values, indices = logits.bfloat16().topk(K, dim=-1)
+    dropped = torch.arange(K)[None, :] >= top_k[:, None]
+    weights = torch.softmax(values.masked_fill(dropped, float("-inf")), dim=-1)
+    positions, order = indices.masked_fill(dropped, logits.shape[-1]).sort(dim=-1)
+    cdf = weights.gather(1, order).cumsum(dim=-1)
+    picked = torch.searchsorted(cdf, u.bfloat16()[:, None], right=True)
+    token.copy_(positions.gather(1, torch.minimum(picked, (top_k.long() - 1)[:, None])).squeeze(1))
+
+
 def mla_decode_with_fp8_latent_values(q: torch.Tensor, kv: torch.Tensor, seq_lens: torch.Tensor, out: torch.Tensor) -> None:
     """fp32 scores, but the latent values read through fp8 (2^-4 relative)."""
     for row, length in enumerate(seq_lens.tolist()):
@@ -347,6 +359,7 @@ LOWER_PRECISION: dict[str, Kernel] = {
     "sort_keys": sort_keys_through_fp32,
     "moe_unpermute": moe_unpermute_of_fp8_rows,
     "top_p_sampling": top_p_sampling_of_bf16_logits,
+    "top_k_sampling": top_k_sampling_in_bf16,
     "mla_decode": mla_decode_with_fp8_latent_values,
     "moe_gemm_swiglu": moe_gemm_swiglu_with_fp8_weights,
     "reduction_sum": reduction_sum_by_a_bf16_tree,
@@ -445,6 +458,9 @@ CPU_UNSUPPORTED: dict[str, Callable[[], str | None]] = {"gemm_fp8": scaled_mm_cp
         ("moe_unpermute", {"T": 4096, "H": 7168, "E": 256, "K": 8}, {"fp32_simt": 440_401_920}, 528_744_448),
         # 3 per logit (minus the max, exp, add); logits, top_p and u fp32 read, tokens int32 written
         ("top_p_sampling", {"B": 64, "V": 151_936}, {"fp32_simt": 29_171_712}, 38_896_384),
+        # no flops (selection; the candidates' exps depend on the inputs); logits, u fp32 and top_k int32
+        # read, tokens int32 written
+        ("top_k_sampling", {"B": 64, "V": 151_936, "K": 20}, {}, 38_896_384),
         # 2HT(576 + 512) tensor flops; q, the T cached latents and out in bf16, seq_lens int32
         ("mla_decode", {"B": 64, "H": 128, "S": 8192, "T": 262_144}, {"bf16_tensor": 73_014_444_032}, 319_815_936),
         # 2 * 2TIK tensor + 5TI SIMT; X, the 7 non-empty experts' W13 (G // 8 = 1 empty), Y, 9 int32 offsets

@@ -16,6 +16,9 @@
 #   jobs.json       every multi problem's baseline and example at W = 2: per-shape timings, SOL
 #                   fractions against the datasheet (450 GB/s) and the measured busbw, GPUs freed
 #   pytest_multi.txt  the CPU harness tests, re-run here (gloo) as a sanity check of the checkout
+#   multigpu_baseline_audit.json (PARTS with "audit", run first: e.g. PARTS=audit `570 ranked`)
+#                   benchmarks/multigpu_baseline_audit.py: vocab_parallel_logprob's and ring_attention_fwd's
+#                   baselines against their candidates on the ranked shapes (quick with SHAPES=quick)
 set -u
 OUT=${OUT:?set OUT}
 BUDGET=${1:-1500}
@@ -35,9 +38,18 @@ started=$(date +%s)
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version(), "gpus", torch.cuda.device_count())'
 } > "$OUT/env.txt" 2>&1
 [ "$(python3 -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ] || { echo "fewer than 2 GPUs: stop"; cat "$OUT/env.txt"; exit 1; }
-timeout $(( BUDGET - 60 )) python3 benchmarks/multigpu_h200x2.py --out "$OUT" --budget-s $(( BUDGET - 120 )) \
-    --shapes "$SHAPES" --problems "$PROBLEMS" --parts "$PARTS" > "$OUT/driver.log" 2>&1
-echo "driver rc=$?"; tail -20 "$OUT/driver.log"
+case ",$PARTS," in *,audit,*)
+    timeout $(( BUDGET - 90 )) python3 benchmarks/multigpu_baseline_audit.py --device cuda --world-size 2 \
+        $([ "$SHAPES" = quick ] && echo --quick) --out "$OUT/multigpu_baseline_audit.json" \
+        > "$OUT/multigpu_baseline_audit.log" 2>&1; echo "audit rc=$?"; cut -c1-300 "$OUT/multigpu_baseline_audit.log" | tail -30
+    PARTS=$(echo ",$PARTS," | sed 's/,audit,/,/; s/^,*//; s/,*$//') ;;
+esac
+if [ -n "$PARTS" ]; then
+    timeout $(( BUDGET - ($(date +%s) - started) - 60 )) python3 benchmarks/multigpu_h200x2.py --out "$OUT" \
+        --budget-s $(( BUDGET - ($(date +%s) - started) - 120 )) \
+        --shapes "$SHAPES" --problems "$PROBLEMS" --parts "$PARTS" > "$OUT/driver.log" 2>&1
+    echo "driver rc=$?"; tail -20 "$OUT/driver.log"
+fi
 left=$(( BUDGET - ($(date +%s) - started) ))
 if [ "$left" -gt 150 ] && [ "${MULTI_PYTEST:-1}" = 1 ]; then
     timeout $(( left - 30 )) python3 -m pytest -q -p no:cacheprovider tests/evaluator/test_multi_problems.py \

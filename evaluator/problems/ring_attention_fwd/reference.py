@@ -3,6 +3,7 @@ chunks passed round the ring with batch_isend_irecv, each step's flash attention
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
@@ -50,8 +51,16 @@ def flash_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[to
 
 def baseline(ctx: RankContext, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor,
              LSE: torch.Tensor) -> None:
-    """Ring attention: W steps; at each, attend to the key/value chunk held now while the next one
-    arrives from the previous rank, and merge the partial outputs by their log-sum-exp in fp32."""
+    """Ring attention with SDPA's flash forward per chunk (``ring``)."""
+    ring(ctx, q, k, v, O, LSE, flash_forward)
+
+
+def ring(ctx: RankContext, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor, LSE: torch.Tensor,
+         attend: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]) -> None:
+    """Ring attention: W steps; at each, ``attend`` (O bf16, LSE fp32 of q against one chunk) to the
+    key/value chunk held now while the next one arrives from the previous rank, and merge the
+    partial outputs by their log-sum-exp in fp32 (benchmarks/multigpu_baseline_audit.py passes
+    other ``attend`` functions)."""
     ahead, behind = (ctx.rank + 1) % ctx.world_size, (ctx.rank - 1) % ctx.world_size
     kv = torch.stack([k, v])
     out = torch.zeros(O.shape, dtype=torch.float32, device=O.device)
@@ -62,7 +71,7 @@ def baseline(ctx: RankContext, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
             arriving = torch.empty_like(kv)
             pending = dist.batch_isend_irecv([dist.P2POp(dist.isend, kv, ahead, ctx.group),
                                               dist.P2POp(dist.irecv, arriving, behind, ctx.group)])
-        step_out, step_lse = flash_forward(q, kv[0], kv[1])
+        step_out, step_lse = attend(q, kv[0], kv[1])
         merged = torch.logaddexp(lse, step_lse)
         out = out * torch.exp(lse - merged).unsqueeze(-1) + step_out.float() * torch.exp(step_lse - merged).unsqueeze(-1)
         lse = merged

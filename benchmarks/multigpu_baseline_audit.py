@@ -21,6 +21,7 @@ SOLBOARD_COMMIT).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -189,7 +190,7 @@ def measure_shape(ctx: RankContext, problem: Problem, shape: Shape, variants: di
     and shared by the variants (the reference at 64k tokens takes seconds)."""
     module = problem.reference_module()
     axes = problem.axes_at(shape.axes, ctx.world_size)
-    rows = {variant: {"problem": problem.name, "version": problem.version, "shape": shape.shape_id,
+    rows: dict[str, dict[str, Any]] = {variant: {"problem": problem.name, "version": problem.version, "shape": shape.shape_id,
                       "world_size": ctx.world_size, "variant": variant, "margins": {}} for variant in variants}
     for distribution in problem.distributions:
         global_inputs = module.generate_inputs(axes, 1, ctx.device, distribution)
@@ -207,7 +208,7 @@ def measure_shape(ctx: RankContext, problem: Problem, shape: Shape, variants: di
                 continue
             row["margins"][distribution] = worst_over_ranks(ctx, _margins(problem, outputs, expected, {}))
             if device == "cuda" and distribution == problem.distributions[0]:
-                row["median_us"] = round(time_call_us(ctx, lambda run=run, args=args: run(ctx, *args)), 3)
+                row["median_us"] = round(time_call_us(ctx, functools.partial(run, ctx, *args)), 3)
             del outputs, args
             if device == "cuda":
                 torch.cuda.empty_cache()

@@ -42,6 +42,7 @@ from evaluator.harness.correctness import allocate_outputs
 from evaluator.harness.multi_env import rank_environment
 from evaluator.harness.rank import RankContext, join_group
 from evaluator.problems import Problem, Shape, get_problem
+from evaluator.problems.attention_fwd.reference import cudnn_forward as attention_fwd_cudnn
 from evaluator.problems.ring_attention_fwd.reference import flash_forward, ring
 
 RankBaseline = Callable[..., None]
@@ -80,9 +81,11 @@ def logprob_local_logsumexp_one_all_gather(ctx: RankContext, logits: torch.Tenso
 
 
 def cudnn_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(O bf16, LSE fp32 (B, H, S)) of q against k, v through SDPA's cuDNN backend (attention_fwd
-    version 2's baseline call, non-causal); raises where cuDNN refuses."""
-    result = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, False, False)
+    """(O bf16, LSE fp32 (B, H, S)) of q against k, v through attention_fwd version 2's baseline call
+    (SDPA's cuDNN backend), non-causal; raises where cuDNN refuses, so the candidate records it."""
+    result = attention_fwd_cudnn(q, k, v, False)
+    if result is None:
+        raise RuntimeError(f"cuDNN refused attention on q {tuple(q.shape)}, k {tuple(k.shape)}")
     return result[0], result[1].reshape(q.shape[:-1])
 
 

@@ -85,6 +85,24 @@ def draw_signed_or_positive(
     return x.abs_() if positive else x
 
 
+#: The sampling problems' logits ~ LOGIT_SPREADS[distribution] x N(0, 1): how peaked the rows are
+#: (llm 3: the most probable token holds ~5% at V = 128k; flat 2; sharp 5: a few tokens hold most
+#: of the mass).
+LOGIT_SPREADS = {"llm": 3.0, "flat": 2.0, "sharp": 5.0}
+
+
+def sampler_logits(
+    problem: str, rows: int, vocabulary: int, axes: dict[str, int], seed: int, device: str | torch.device,
+    distribution: str,
+) -> tuple[torch.Tensor, torch.Generator]:
+    """top_p_sampling's and top_k_sampling's logits (rows, vocabulary) fp32, and the generator they
+    came from (the problem draws its per-row decisions from it next)."""
+    if distribution not in LOGIT_SPREADS:
+        raise ValueError(f"{problem} has no distribution {distribution!r}")
+    gen = generator(device, seed, distribution, axes, "logits")
+    return torch.randn((rows, vocabulary), generator=gen, device=device) * LOGIT_SPREADS[distribution], gen
+
+
 def row_scales(
     rows: int, axes: dict[str, int], seed: int, device: str | torch.device, name: str, octaves: float = 3.0
 ) -> torch.Tensor:

@@ -26,7 +26,7 @@ def baseline(
     log-sum-exp (the public F.scaled_dot_product_attention returns O only; on Hopper it dispatches
     to this backend). Where cuDNN refuses the inputs (no cuDNN attention on this GPU or build), the
     SDPA flash backend, version 1's baseline; on the CPU, the flash backend's CPU kernel."""
-    result = _cudnn_forward(q, k, v, bool(causal)) if q.device.type == "cuda" else None
+    result = cudnn_forward(q, k, v, bool(causal)) if q.device.type == "cuda" else None
     if result is None:
         flash_baseline(q, k, v, O, LSE, causal=causal)
         return
@@ -46,7 +46,9 @@ def flash_baseline(
     LSE.copy_(result[1])
 
 
-def _cudnn_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> tuple[torch.Tensor, ...] | None:
+def cudnn_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> tuple[torch.Tensor, ...] | None:
+    """SDPA's cuDNN attention with its log-sum-exp (O, LSE as (B, H, S, 1), ...), or None where cuDNN
+    refuses (benchmarks/multigpu_baseline_audit.py calls it per ring chunk too)."""
     return _attention.cudnn_or_none(
         q, causal, lambda: torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, causal, False)
     )

@@ -16,27 +16,21 @@ from __future__ import annotations
 
 import torch
 
-from evaluator.problems._sampling import generator
+from evaluator.problems._sampling import sampler_logits
 
 #: The distance of u to the chosen token's interval edges, in renormalised probability.
 MARGIN = 2e-4
 #: The top_k[row]-th largest logit is at least this much above the (top_k[row] + 1)-th (0.1% in probability).
 LOGIT_GAP = 1e-3
-#: Logits ~ SPREAD[distribution] x N(0, 1): how peaked the rows are (5: the first candidate holds
-#: most of the mass; 2: the candidates are nearly equally probable).
-SPREAD = {"llm": 3.0, "flat": 2.0, "sharp": 5.0}
 
 
 def generate_inputs(
     axes: dict[str, int], seed: int, device: str | torch.device, distribution: str = "llm"
 ) -> dict[str, torch.Tensor]:
-    if distribution not in SPREAD:
-        raise ValueError(f"top_k_sampling has no distribution {distribution!r}")
     b, v, k_max = axes["B"], axes["V"], axes["K"]
     if not 1 <= k_max < v:
         raise ValueError(f"top_k_sampling needs 1 <= K < V, got K = {k_max}, V = {v}")
-    gen = generator(device, seed, distribution, axes, "logits")
-    logits = torch.randn((b, v), generator=gen, device=device) * SPREAD[distribution]
+    logits, gen = sampler_logits("top_k_sampling", b, v, axes, seed, device, distribution)
     aims = torch.rand((b, 2), generator=gen, device=device, dtype=torch.float64)
     top_k = choose_top_k(logits, aims[:, 0], k_max)
     u = uniforms_with_margin(logits, top_k, aims[:, 1])

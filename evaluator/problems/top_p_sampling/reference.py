@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import torch
 
-from evaluator.problems._sampling import generator
+from evaluator.problems._sampling import sampler_logits
 
 #: Every decision's distance to its edge, in probability (the row's total is 1).
 MARGIN = 2e-4
 #: The nucleus's last token is at least this much more probable (relative) than the next one.
 REL_GAP = 1e-3
-#: Logits ~ SPREAD[distribution] x N(0, 1): how peaked the rows are (3: the most probable token
-#: holds ~5% at V = 128k, a nucleus of hundreds; 5: a few tokens hold most of the mass).
-SPREAD = {"llm": 3.0, "flat": 2.0, "sharp": 5.0}
 #: The top_p aimed at, per row ~ U(0.5, 0.95) (then moved to the nearest valid boundary).
 TOP_P_RANGE = (0.5, 0.95)
 
@@ -33,11 +30,8 @@ TOP_P_RANGE = (0.5, 0.95)
 def generate_inputs(
     axes: dict[str, int], seed: int, device: str | torch.device, distribution: str = "llm"
 ) -> dict[str, torch.Tensor]:
-    if distribution not in SPREAD:
-        raise ValueError(f"top_p_sampling has no distribution {distribution!r}")
     b, v = axes["B"], axes["V"]
-    gen = generator(device, seed, distribution, axes, "logits")
-    logits = torch.randn((b, v), generator=gen, device=device) * SPREAD[distribution]
+    logits, gen = sampler_logits("top_p_sampling", b, v, axes, seed, device, distribution)
     probs = torch.softmax(logits.double(), dim=-1)
     aims = torch.rand((b, 3), generator=gen, device=device, dtype=torch.float64)
     top_p = torch.empty(b, dtype=torch.float64, device=device)

@@ -393,7 +393,7 @@ def test_the_worker_reaps_the_orphans_it_inherits_as_a_subreaper() -> None:
 
 @ROOT_ONLY
 @NEEDS_NAMESPACES
-def test_the_report_of_a_runner_job_carries_the_jails_facts(folder: Path, user: sandbox.JobUser) -> None:
+def test_the_report_of_a_runner_job_carries_the_jails_facts(folder: Path, uid_rotation: object) -> None:
     """execute.run fills report.sandbox from what the jail reported, gaps included."""
     import hashlib
 
@@ -404,15 +404,18 @@ def test_the_report_of_a_runner_job_carries_the_jails_facts(folder: Path, user: 
     source = (REPO / "examples" / "python" / "vector_add.py").read_text()
     state = StateDir(folder / "state")
     slot = Slot(key="cpu", device="cpu", gpu_type="cpu", gpu_indices=(), queue="gpu.cpu.x1")
-    ctx = execute.Context(node="test", slot=slot, state=state, user=user)
+    ctx = execute.Context(node="test", slot=slot, state=state, users=uid_rotation)  # type: ignore[arg-type]
     job = Job(job_id="facts-1", evaluation_id=1, problem="vector_add", problem_version=1, language="python",
               source=source, source_sha256=hashlib.sha256(source.encode()).hexdigest(), mode="test",
               seed=1234567, gpu_type="cpu")
     result = execute.run(job, ctx, lambda: None)
     assert result.outcome == "completed" and result.report is not None, result.message
     facts = result.report.sandbox
-    assert facts["user"] == user.name
+    assert facts["user"].startswith("solboard-job (uid ")
     assert facts["processes"].startswith("own pid namespace")
     assert facts["filesystem"] == "read-only but the scratch folder"
     assert str(state.root) in facts["hidden"]
+    assert facts["seccomp"].startswith("libseccomp filter")
+    assert "cannot signal, trace or read the judge" in facts["identities"]
+    assert "can neither signal, trace nor read the judge" in facts["judge_identity"]  # the judge's own word
     assert facts["gaps"] == "disk: a per-file size limit, no quota on the scratch folder"

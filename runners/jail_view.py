@@ -129,7 +129,7 @@ def mask(folders: list[str], tmpfs_bytes: int, mode: str, sizes: dict[str, int] 
             size = (sizes or {}).get(folder, tmpfs_bytes)
             mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode={mode}")
         else:
-            os.makedirs(folder, mode=0o755, exist_ok=True)
+            _traversable_path_to(folder)
             os.chmod(folder, int(mode, 8))
         masked.append(folder)
     return masked
@@ -143,9 +143,21 @@ def bind_back(scratch: str, handle: int) -> None:
             return
     except FileNotFoundError:
         pass
-    os.makedirs(os.path.dirname(scratch), mode=0o711, exist_ok=True)
+    _traversable_path_to(os.path.dirname(scratch))
     os.makedirs(scratch, mode=0o700, exist_ok=True)
     mount(f"/proc/self/fd/{handle}", scratch, None, MS_BIND)
+
+
+def _traversable_path_to(folder: str) -> None:
+    """Create the folders down to ``folder`` in a mask, each 0711: the job can walk to its own
+    scratch folder but list none of them (they name the runner's state folders)."""
+    missing = []
+    while not os.path.isdir(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    for path in reversed(missing):
+        os.mkdir(path)
+        os.chmod(path, 0o711)
 
 
 def _outermost(paths: list[str]) -> list[str]:

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from runners import cgroups, identities, procs, sandbox
+from runners import cgroups, identities, jobpolicy, procs, sandbox
 from runners.identities import Rotation, UidBlock
+from runners.slots import CPU_SLOT, Slot
+from solboard_common.protocol import JobLimits
 from tests.runner_helpers import traversable_folder
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "jail"
@@ -165,3 +167,28 @@ def test_a_job_cannot_start_more_processes_than_its_cap(folder: Path, user: sand
     assert result.stdout.startswith(b"refused"), result.stdout
     assert int(result.stdout.split()[1]) < 40
     assert not procs.pids_with_uid(user.uid)
+
+
+def test_the_runners_watch_ends_a_job_for_what_it_did_and_says_why(folder: Path, user: object) -> None:
+    """The hook the GPU memory watch uses (NVML there; here the job's own word, a file it writes):
+    the runner ends the job within about a second and the result says why, as its failure."""
+    with sandbox.Scratch(folder / "scratch", user) as scratch:  # type: ignore[arg-type]
+        flag = scratch.path / "too-much"
+        spec = sandbox.Spec(argv=python(f"open({str(flag)!r}, 'w'); import time; time.sleep(60)"),
+                            env={"PATH": "/usr/bin:/bin", "HOME": str(scratch.path)}, user=user,  # type: ignore[arg-type]
+                            limits=sandbox.Limits(wall_seconds=60),
+                            watch=lambda: "its processes held 9.0 GiB of GPU memory" if flag.exists() else None)
+        result = sandbox.run(spec, scratch.path)
+    assert result.ended_for == "its processes held 9.0 GiB of GPU memory" and not result.timed_out
+    assert result.wall_seconds < 10
+    assert jobpolicy.job_failure(result) == "the job was ended by the runner: its processes held 9.0 GiB of GPU memory"
+
+
+def test_the_gpu_memory_budget_is_the_jobs_or_a_share_of_the_gpus() -> None:
+    slot = Slot(key="gpu0", device="cuda", gpu_type="h200", gpu_indices=(0,), queue="gpu.h200.x1")
+    held = {"bytes": 7 << 30}
+    watch = jobpolicy.gpu_memory_watch(JobLimits(gpu_memory_bytes=8 << 30), slot, used=lambda _: held["bytes"])
+    assert watch() is None
+    held["bytes"] = 9 << 30
+    assert watch() == "its processes held 9.0 GiB of GPU memory, above the job's budget of 8.0 GiB; the job was ended"
+    assert jobpolicy.gpu_memory_watch(JobLimits(), CPU_SLOT)() is None  # the CPU device has no GPU memory

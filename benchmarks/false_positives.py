@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.problems import load_catalogue
-from runners import execute, sandbox
-from runners.slots import Slot, StateDir, claim_job_user
+from runners import execute, identities, sandbox
+from runners.slots import Slot, StateDir
 from solboard_common.protocol import Job
 
 REPO = Path(__file__).resolve().parent.parent
@@ -74,10 +74,10 @@ def slot_for(device: str, gpu_type: str) -> Slot:
     return Slot(key="gpu0", device="cuda", gpu_type=gpu_type, gpu_indices=(0,), queue=f"gpu.{gpu_type}.x1")
 
 
-def run_one(job: Job, slot: Slot, user: sandbox.JobUser | None, cheat: bool) -> dict[str, Any]:
+def run_one(job: Job, slot: Slot, users: identities.Rotation | None, cheat: bool) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="solboard-fp-", dir="/tmp"))
     os.chmod(folder, 0o755)
-    ctx = execute.Context(node="fp", slot=slot, state=StateDir(folder / "state"), user=user, calibration=None)
+    ctx = execute.Context(node="fp", slot=slot, state=StateDir(folder / "state"), users=users, calibration=None)
     started = time.monotonic()
     try:
         result = execute.run(job, ctx, lambda: None)
@@ -124,8 +124,8 @@ def main() -> int:
     lock = None
     if os.geteuid() == 0 and not args.no_job_user:
         sandbox.become_subreaper()
-        name, lock = claim_job_user()
-        user = sandbox.ensure_job_user(name)
+        block, lock = identities.claim_block()
+        user = identities.Rotation(block)
     catalogue = load_catalogue()
     slot = slot_for(args.device, args.gpu_type)
     gpu_type = "cpu" if args.device == "cpu" else args.gpu_type

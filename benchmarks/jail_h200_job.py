@@ -15,8 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from runners import execute, sandbox
-from runners.slots import Slot, StateDir, claim_job_user
+from runners import execute, identities, sandbox
+from runners.slots import Slot, StateDir
 from solboard_common.protocol import Job
 
 CUDA_JOB = r'''
@@ -51,10 +51,10 @@ def cuda_job(root: Path, user: sandbox.JobUser | None, disabled: frozenset[str])
     print(result.gaps)
 
 
-def ranked_job(root: Path, user: sandbox.JobUser | None) -> None:
+def ranked_job(root: Path, users: identities.Rotation) -> None:
     source = Path("examples/python/vector_add.py").read_text()
     slot = Slot(key="gpu0", device="cuda", gpu_type="h200", gpu_indices=(0,), queue="gpu.h200.x1")
-    ctx = execute.Context(node="jail-check", slot=slot, state=StateDir(root / "state"), user=user)
+    ctx = execute.Context(node="jail-check", slot=slot, state=StateDir(root / "state"), users=users)
     job = Job(job_id="jail-gpu-1", evaluation_id=1, problem="vector_add", problem_version=1, language="python",
               source=source, source_sha256=hashlib.sha256(source.encode()).hexdigest(), mode="ranked",
               seed=987654321, shapes="quick", gpu_type="h200")
@@ -75,14 +75,14 @@ def ranked_job(root: Path, user: sandbox.JobUser | None) -> None:
 def main() -> None:
     sandbox.become_subreaper()
     print("capabilities", sandbox.capabilities())
-    name, _lock = claim_job_user()
-    user = sandbox.ensure_job_user(name)
+    block, _lock = identities.claim_block()
+    users = identities.Rotation(block)
     root = Path("/tmp/jail-gpu")
     root.mkdir(exist_ok=True)
     os.chmod(root, 0o755)
     for disabled in (frozenset(), frozenset({"mount", "pid", "ipc"})):
-        cuda_job(root, user, disabled)
-    ranked_job(root, user)
+        cuda_job(root, users.take().untrusted(), disabled)
+    ranked_job(root, users)
 
 
 if __name__ == "__main__":

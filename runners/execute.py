@@ -21,7 +21,9 @@ from pydantic import ValidationError
 
 from evaluator import jobstream
 from evaluator.report import EvaluationReport
-from runners import sandbox
+from evaluator.vocabulary import Mode
+from runners import jobpolicy, sandbox
+from runners.identities import Rotation
 from runners.procs import MARKER_VARIABLE
 from runners.slots import Slot, StateDir, safe_name
 from solboard_common.config import REPO_ROOT, var_dir
@@ -30,13 +32,7 @@ from solboard_common.protocol import Job, JobLimits, JobResult
 if TYPE_CHECKING:
     from runners.spares import Spare
 
-#: The report is stdout; it may be long (every check of every shape), so its cap is generous.
-REPORT_MAX_BYTES = 16 << 20
-#: Python start-up, torch import and report writing on top of the evaluator's own stage limits.
-WALL_OVERHEAD_S = 120.0
-#: The CPU development device gets an address-space cap (CUDA reserves terabytes of virtual
-#: address space, so GPU jobs get none).
-CPU_ADDRESS_SPACE_BYTES = 8 << 30
+REPORT_MAX_BYTES = jobpolicy.sandbox_report_bytes()
 ARTIFACTS_MAX_BYTES = 256 << 20
 SOURCE_NAMES = {"python": "submission.py", "ptx": "submission.ptx", "cuda": "submission.cu"}
 
@@ -46,8 +42,13 @@ class Context:
     node: str
     slot: Slot
     state: StateDir
-    user: sandbox.JobUser | None
+    #: The slot's job uids: each job and each spare takes a fresh pair (None: the runner is not
+    #: root, every job runs as the runner's user).
+    users: Rotation | None
     calibration: Path | None = None
+
+    def take_user(self) -> sandbox.JobUser | None:
+        return self.users.take() if self.users is not None else None
 
     @property
     def runner(self) -> str:
@@ -123,24 +124,15 @@ def job_env(ctx: Context, scratch: Path, marker: str) -> dict[str, str]:
 
 
 def limits_for(job: Job, slot: Slot) -> sandbox.Limits:
-    return limits_from(job.limits, slot)
+    return jobpolicy.limits_from(job.limits, slot, job.mode)
 
 
-def limits_from(limits: JobLimits, slot: Slot) -> sandbox.Limits:
-    wall = limits.total_seconds + WALL_OVERHEAD_S
-    address_space = None
-    if slot.device == "cpu":
-        address_space = limits.memory_bytes or CPU_ADDRESS_SPACE_BYTES
-    return sandbox.Limits(
-        wall_seconds=wall,
-        # A runaway backstop: the wall limit is the real one; torch may use every core.
-        cpu_seconds=int(wall * (os.cpu_count() or 1)) + 1,
-        file_bytes=limits.file_bytes,
-        processes=limits.processes,
-        address_space_bytes=address_space,
-        stdout_bytes=REPORT_MAX_BYTES,
-        stderr_bytes=limits.log_bytes,
-    )
+def limits_from(limits: JobLimits, slot: Slot, mode: Mode = "ranked") -> sandbox.Limits:
+    return jobpolicy.limits_from(limits, slot, mode)
+
+
+def gpu_memory_watch(job: Job, slot: Slot) -> Callable[[], str | None]:
+    return jobpolicy.gpu_memory_watch(job.limits, slot)
 
 
 #: Called with a provisional report (ranked mode, before its witness) while the job still runs.
@@ -190,17 +182,19 @@ def run(job: Job, ctx: Context, cancel_reason: Callable[[], str | None], spare: 
         timeline = Timeline(received=received)
         on_line = _event_lines(job, timeline, on_provisional)
     marker = secrets.token_hex(8)
+    user = ctx.take_user()
     try:
-        with sandbox.Scratch(ctx.state.scratch, ctx.user) as scratch:
+        with sandbox.Scratch(ctx.state.scratch, user) as scratch:
             root = scratch.path
-            inputs = write_inputs(job, root, ctx)
+            inputs = write_inputs(job, root, ctx, user)
             running = sandbox.start(
                 sandbox.Spec(
                     argv=evaluator_argv(job, ctx, inputs), env=job_env(ctx, root, marker),
-                    limits=limits_for(job, ctx.slot), user=ctx.user, hide=hidden_state(ctx),
+                    limits=limits_for(job, ctx.slot), user=user, hide=hidden_state(ctx),
                     on_start=lambda pid: ctx.state.write_slot(
                         ctx.slot.key, job_id=job.job_id, evaluation_id=job.evaluation_id, pgid=pid, marker=marker
                     ),
+                    watch=gpu_memory_watch(job, ctx.slot), slot=ctx.slot.key,
                 ),
                 root,
             )
@@ -221,7 +215,7 @@ def _run_in_spare(job: Job, ctx: Context, cancel_reason: Callable[[], str | None
     (run's arguments and the secret seed). None when the spare said it could not take it."""
     try:
         with spare.scratch:
-            inputs = write_inputs(job, spare.scratch.path, ctx)
+            inputs = write_inputs(job, spare.scratch.path, ctx, spare.user)
             ctx.state.write_slot(ctx.slot.key, job_id=job.job_id, evaluation_id=job.evaluation_id,
                                  pgid=spare.running.pid, marker=spare.marker)
             request = {"run": run_arguments(job, ctx, inputs), "secret_seed": job.seed}
@@ -284,7 +278,7 @@ class JobInputs:
     calibration: Path | None
 
 
-def write_inputs(job: Job, root: Path, ctx: Context) -> JobInputs:
+def write_inputs(job: Job, root: Path, ctx: Context, user: sandbox.JobUser | None) -> JobInputs:
     source = root / SOURCE_NAMES[job.language]
     source.write_text(job.source)
     spec = None
@@ -293,8 +287,8 @@ def write_inputs(job: Job, root: Path, ctx: Context) -> JobInputs:
         spec.write_text(job.launch_spec)
     artifacts = root / "artifacts"
     artifacts.mkdir()
-    if ctx.user is not None:
-        os.chown(artifacts, ctx.user.uid, ctx.user.gid)
+    if user is not None:
+        os.chown(artifacts, user.owner, user.gid)
     # The cache lives in the root-only state folder: the job user reads a copy (ceilings, no secret).
     calibration = None
     if ctx.calibration is not None and ctx.calibration.is_file():
@@ -328,6 +322,9 @@ def to_job_result(job: Job, ctx: Context, result: sandbox.Result, cancel_reason:
         return _result(job, ctx, "timeout", message, stderr)
     if result.jail_failed:
         return _result(job, ctx, "sandbox_error", f"the sandbox refused to start: {stderr.strip()[-2000:]}", stderr)
+    failure = jobpolicy.job_failure(result)
+    if failure is not None and jobstream.last_event(result.stdout, "report") is None:
+        return _result(job, ctx, "job_failed", f"{failure}: the submission's failure", stderr)
     report, problem = _parse_report(job, result)
     if report is None:
         return _result(job, ctx, "evaluator_error", problem, stderr)
@@ -348,7 +345,8 @@ def sandbox_gaps(ctx: Context, result: sandbox.Result) -> str:
     it never covers, then what the jail reported missing."""
     gaps = ["disk: a per-file size limit, no quota on the scratch folder"]
     if ctx.slot.device == "cuda":
-        gaps.append("host address space not limited (CUDA reserves terabytes); GPU memory not limited")
+        gaps.append("host address space not limited per process (CUDA reserves terabytes); GPU memory polled "
+                    "once a second, not capped by the driver")
     return "; ".join(gaps + result.gaps)
 
 

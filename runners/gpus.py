@@ -20,6 +20,10 @@ class NvmlUnavailable(RuntimeError):
     pass
 
 
+#: Memory NVML counts as used on an idle GPU (the driver's own reservations), not any process's.
+DRIVER_RESERVED_BYTES = 1 << 30
+
+
 @contextmanager
 def nvml() -> Iterator[Any]:
     try:
@@ -83,3 +87,29 @@ def processes_on(indices: tuple[int, ...]) -> list[int]:
             return sorted(set(pids))
     except NvmlUnavailable:
         return []
+
+
+def memory_of(indices: tuple[int, ...]) -> int:
+    """Total memory of these GPUs in bytes (0 without NVML)."""
+    try:
+        with nvml() as lib:
+            return sum(int(lib.nvmlDeviceGetMemoryInfo(lib.nvmlDeviceGetHandleByIndex(i)).total) for i in indices)
+    except NvmlUnavailable:
+        return 0
+
+
+def memory_used(indices: tuple[int, ...]) -> int:
+    """GPU memory every compute process holds on these GPUs, in bytes (0 without NVML). A process
+    whose figure NVML cannot read counts as nothing: the GPU's own used memory then still bounds
+    it (``nvmlDeviceGetMemoryInfo``), so the larger of the two is returned."""
+    try:
+        with nvml() as lib:
+            held, used = 0, 0
+            for index in indices:
+                handle = lib.nvmlDeviceGetHandleByIndex(index)
+                for process in lib.nvmlDeviceGetComputeRunningProcesses(handle):
+                    held += int(process.usedGpuMemory or 0)
+                used += int(lib.nvmlDeviceGetMemoryInfo(handle).used)
+            return max(held, used - DRIVER_RESERVED_BYTES * len(indices))
+    except NvmlUnavailable:
+        return 0

@@ -5,16 +5,17 @@ it imports nothing from the project or site-packages. Three processes, each sing
 
     runner ── outer ── init (PID 1 of the job's pid namespace) ── job (execve of ARGV)
 
-1. outer: unshares the requested namespaces (network, mount, pid, IPC; plus a user namespace
+1. outer: joins the job's cgroup (made by the runner), unshares the requested namespaces (network, mount, pid, IPC; plus a user namespace
    mapping the runner's own uid when the runner is not root), brings loopback up, forks init,
    waits for it and exits with its status. A new pid namespace only applies to children, hence
    the fork.
-2. init: builds the job's view of the file system (``build_view``), caps SysV
-   shared memory, forks the job, writes the facts of what it did to the runner's facts pipe,
+2. init: builds the job's view of the file system (``jail_view.build_view``), caps SysV
+   shared memory, joins a fresh session keyring, forks the job, writes the facts of what it did to the runner's facts pipe,
    then reaps every process until the job exits and kills whatever the job left (as PID 1, its
    exit would kill them anyway). It is a subreaper too, for when there is no pid namespace.
-3. job: resource limits, drop to the job user, no new privileges, parent-death signal, umask,
-   ``execve``. A failure here goes back to init on a close-on-exec pipe, so "the job started"
+3. job: resource limits, the job's uids (``jail_ids``: the judge's, with the untrusted
+   processes' uid to take as its effective one), no new privileges, the seccomp filter
+   (``jail_filter``), parent-death signal, umask, ``execve``. A failure here goes back to init on a close-on-exec pipe, so "the job started"
    is a fact the job itself cannot forge.
 
 Why a trampoline rather than ``preexec_fn``: Popen's ``user=`` drops privileges *before*
@@ -23,7 +24,8 @@ A failure before the job starts exits with status 125 and a line starting with `
 
 Facts (JSON lines on ``facts_fd``, merged by the runner): ``namespaces`` that applied,
 ``user_namespace``, ``proc``, ``read_only`` / ``read_only_failed``, ``private`` (tmpfs masks),
-``hidden``, ``shm_limit_bytes``, ``started`` / ``error``, then ``job_exit`` and ``leftovers_killed``.
+``hidden``, ``users_named``, ``shm_limit_bytes``, ``session_keyring``, ``child_uid``, ``seccomp``,
+``cgroup``, ``started`` / ``error`` / ``job_pid``, then ``job_exit`` and ``leftovers_killed``.
 
 Two other modes: ``--probe`` prints what this kernel allows (JSON); ``--kill-uid UID`` becomes
 UID and sends SIGKILL to every process of that user (``kill(-1)``).
@@ -34,7 +36,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import re
 import resource
 import signal
 import socket
@@ -43,46 +44,26 @@ import sys
 import time
 from typing import Any
 
+# The jail runs isolated (-I -S): its helpers are found beside it, never on a path the job controls.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import jail_filter
+import jail_ids
+from jail_view import MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_REC, JailError, build_view, check, mount
+
 EXIT_JAIL_FAILED = 125
 NAMESPACES = {"net": 0x40000000, "mount": 0x00020000, "pid": 0x20000000, "ipc": 0x08000000}
 CLONE_NEWUSER = 0x10000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
-MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
-#: statvfs flag -> mount flag a read-only remount must keep (a user namespace may not drop them).
-KEPT_FLAGS = {os.ST_NOSUID: MS_NOSUID, os.ST_NODEV: MS_NODEV, os.ST_NOEXEC: MS_NOEXEC,
-              os.ST_NOATIME: 1024, os.ST_NODIRATIME: 2048, os.ST_RELATIME: 1 << 21}
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 4, 36, 38
-#: World-writable folders where one job could leave something for the next: each gets a fresh
-#: tmpfs (``/var/lock`` is usually a link to ``/run/lock``, which is then recreated empty).
-PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run", "/var/lock", "/run/lock")
-#: Pseudo file systems that are not storage (a fresh /proc replaces the host's).
-NOT_STORAGE = ("/proc",)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-class JailError(RuntimeError):
-    pass
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        errno = ctypes.get_errno()
-        raise JailError(f"{what} failed: {os.strerror(errno)} (errno {errno})")
-
-
 def unshare(flags: int) -> None:
-    _check(_libc.unshare(ctypes.c_int(flags)), f"unshare({flags:#x})")
+    check(_libc.unshare(ctypes.c_int(flags)), f"unshare({flags:#x})")
 
 
 def prctl(option: int, value: int) -> None:
-    _check(_libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0), f"prctl({option})")
-
-
-def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    encoded = [None if value is None else value.encode() for value in (source, target, fstype, data)]
-    result = _libc.mount(encoded[0], encoded[1], encoded[2], ctypes.c_ulong(flags), encoded[3])
-    _check(result, f"mount {target}")
+    check(_libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0), f"prctl({option})")
 
 
 def loopback_up() -> None:
@@ -117,117 +98,6 @@ def enter_namespaces(names: list[str], user_namespace: bool) -> None:
         loopback_up()
 
 
-# --- the job's view of the file system (init, in the new mount namespace) -------------------
-
-
-def mount_points() -> list[str]:
-    """Every mount point of this mount namespace, shallowest first."""
-    with open("/proc/self/mountinfo") as handle:
-        points = [line.split()[4] for line in handle]
-    decoded = {re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), point) for point in points}
-    return sorted(decoded, key=lambda point: (point.count("/"), point))
-
-
-def _under(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
-
-
-def remount_read_only(keep_writable: str) -> list[str]:
-    """Every mount read-only but the scratch folder's; returns the ones that refused."""
-    failed = []
-    for point in mount_points():
-        if point == keep_writable or any(_under(point, skip) for skip in NOT_STORAGE):
-            continue
-        try:
-            kept = sum(flag for st_flag, flag in KEPT_FLAGS.items() if os.statvfs(point).f_flag & st_flag)
-            mount(None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
-        except (JailError, OSError) as error:
-            failed.append(f"{point} ({error})")
-    return failed
-
-
-def mask(folders: list[str], tmpfs_bytes: int, mode: str, sizes: dict[str, int] | None = None) -> list[str]:
-    """A fresh tmpfs over each folder that exists; one an earlier mask hid is recreated in it.
-    Returns the folders masked (a requested folder that does not exist is not visible either)."""
-    masked = []
-    for folder in [folder for folder in folders if os.path.isdir(folder)]:
-        if os.path.isdir(folder):
-            size = (sizes or {}).get(folder, tmpfs_bytes)
-            mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode={mode}")
-        else:
-            os.makedirs(folder, mode=0o755, exist_ok=True)
-            os.chmod(folder, int(mode, 8))
-        masked.append(folder)
-    return masked
-
-
-def bind_back(scratch: str, handle: int) -> None:
-    """Make the scratch folder reachable again at its own path when a mask hid it."""
-    try:
-        here = os.stat(scratch)
-        if (here.st_dev, here.st_ino) == (os.fstat(handle).st_dev, os.fstat(handle).st_ino):
-            return
-    except FileNotFoundError:
-        pass
-    parent = os.path.dirname(scratch)
-    os.makedirs(parent, mode=0o711, exist_ok=True)
-    os.makedirs(scratch, mode=0o700, exist_ok=True)
-    mount(f"/proc/self/fd/{handle}", scratch, None, MS_BIND)
-
-
-def _outermost(paths: list[str]) -> list[str]:
-    kept: list[str] = []
-    for path in sorted(set(paths), key=len):
-        if not any(_under(path, outer) for outer in kept):
-            kept.append(path)
-    return kept
-
-
-def keep_handles(config: dict[str, Any], masked_roots: list[str]) -> dict[str, int]:
-    """O_PATH handles on what the job must run that a mask is about to hide (taken before it)."""
-    wanted = [os.path.realpath(path) for path in config.get("keep", [])]
-    wanted = [path for path in wanted if os.path.isdir(path) and any(_under(path, root) for root in masked_roots)]
-    return {path: os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for path in _outermost(wanted)}
-
-
-def bind_back_read_only(handles: dict[str, int]) -> list[str]:
-    for path, handle in handles.items():
-        os.makedirs(path, mode=0o755, exist_ok=True)
-        mount(f"/proc/self/fd/{handle}", path, None, MS_BIND)
-        kept = sum(flag for st_flag, flag in KEPT_FLAGS.items() if os.statvfs(path).f_flag & st_flag)
-        mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
-        os.close(handle)
-    return list(handles)
-
-
-def build_view(config: dict[str, Any], pid_namespace: bool) -> dict[str, Any]:
-    """Read-only everywhere but the scratch folder; private tmpfs over the world-writable folders
-    and over the runner's state folders (the scratch folder bound back); a fresh /proc."""
-    scratch, cwd = os.path.realpath(config["scratch"]), os.getcwd()
-    mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount reaches the host
-    mount(scratch, scratch, None, MS_BIND)  # its own mount point: left writable below
-    handle = os.open(scratch, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    facts: dict[str, Any] = {"read_only_failed": remount_read_only(scratch)}
-    facts["read_only"] = not facts["read_only_failed"]
-    private = sorted({os.path.realpath(folder) for folder in PRIVATE_DIRS}, key=len)
-    hide = sorted({os.path.realpath(folder) for folder in config.get("hide", [])}, key=len)
-    kept = keep_handles(config, private + hide)
-    facts["private"] = mask(private, int(config["tmpfs_bytes"]), "1777", {"/dev/shm": int(config["shm_bytes"])})
-    masked = mask(hide, 1 << 20, "0711")
-    facts["kept_read_only"] = bind_back_read_only(kept)
-    facts["hidden"] = [folder for folder in hide if folder in masked or not os.path.exists(folder)]
-    if os.path.ismount("/dev/mqueue"):  # POSIX queues of the new IPC namespace, not the host's
-        mount("mqueue", "/dev/mqueue", "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    facts["proc"] = "host"
-    if pid_namespace:
-        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-        facts["proc"] = "own"
-    bind_back(scratch, handle)
-    os.close(handle)
-    os.chdir(cwd)  # the working folder still named the old, now read-only, mount
-    return facts
-
-
 def cap_shared_memory(limit_bytes: int) -> int | None:
     """SysV shared memory of this IPC namespace: at most ``limit_bytes`` (the default is unlimited,
     and such memory escapes RLIMIT_AS)."""
@@ -255,28 +125,26 @@ def set_limits(config: dict[str, Any]) -> None:
             resource.setrlimit(which, (int(value), int(value)))
 
 
-def drop_privileges(uid: int, gid: int) -> None:
-    os.setgroups([])
-    os.setgid(gid)
-    os.setuid(uid)
-    if os.getuid() != uid or os.geteuid() != uid:
-        raise JailError("uid did not change")
-
-
 def become_job(config: dict[str, Any], argv: list[str], init_pid: int, error_pipe: int) -> None:
     """Runs in the forked job process: never returns (execve, or exit 125 with the reason)."""
     try:
         for number in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ):  # Python's choices, not the job's
             signal.signal(number, signal.SIG_DFL)
         set_limits(config)
+        env = dict(os.environ)
+        child_uid = config.get("child_uid")
         if config.get("uid") is not None:
-            drop_privileges(int(config["uid"]), int(config["gid"]))
+            jail_ids.become(int(config["uid"]), int(config["gid"]), None if child_uid is None else int(child_uid))
+            if child_uid is not None:
+                env[jail_ids.CHILD_UID_VARIABLE] = str(child_uid)
         prctl(PR_SET_NO_NEW_PRIVS, 1)  # no setuid binary gives back what was dropped
+        if config.get("seccomp"):
+            jail_filter.load()  # last before exec: a refused call above would have failed here
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # set after the uid change, which clears it
         if os.getppid() != init_pid:
             raise JailError("init exited during setup")
         os.umask(0o077)
-        os.execve(argv[0], argv, dict(os.environ))
+        os.execve(argv[0], argv, env)
     except BaseException as error:  # noqa: BLE001 - every failure must reach init, then exit 125
         os.write(error_pipe, f"{error}".encode()[:4000])
     os._exit(EXIT_JAIL_FAILED)
@@ -356,15 +224,18 @@ def init(config: dict[str, Any], argv: list[str], outer: int, facts_fd: int | No
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # init takes no orders from the job
         facts: dict[str, Any] = {"namespaces": names, "user_namespace": bool(config.get("user_namespace"))}
         if "mount" in names:
-            facts.update(build_view(config, "pid" in names))
+            facts.update(build_view(config, "pid" in names, jail_ids.user_entries(config)))
         if "ipc" in names:
             facts["shm_limit_bytes"] = cap_shared_memory(int(config["shm_bytes"]))
+        # Nothing the runner's session keyring holds is the job's (keyctl is refused anyway).
+        facts["session_keyring"] = "fresh" if jail_ids.fresh_session_keyring() else "inherited"
+        facts.update(child_uid=config.get("child_uid"), seccomp=bool(config.get("seccomp")))
         job, error = start_job(config, argv)
     except (JailError, OSError, ValueError, KeyError) as problem:
         _report(facts_fd, {"started": False, "error": str(problem)})
         os.write(2, f"solboard-jail: {problem}\n".encode())
         os._exit(EXIT_JAIL_FAILED)
-    _report(facts_fd, {**facts, "started": not error, "error": error})
+    _report(facts_fd, {**facts, "started": not error, "error": error, "job_pid": job})
     if error:
         os.write(2, f"solboard-jail: {error}\n".encode())
     code, killed = reap_until(job, "pid" in names)
@@ -388,6 +259,7 @@ def enter(config: dict[str, Any], argv: list[str]) -> None:
     if os.getppid() != runner:
         raise JailError("the runner exited during setup")
     names = [name for name in NAMESPACES if name in config.get("namespaces", [])]
+    _report(facts_fd, {"cgroup": join_cgroup(config.get("cgroup_procs") or [])})
     try:
         enter_namespaces(names, bool(config.get("user_namespace")))
     except (JailError, OSError) as error:
@@ -406,6 +278,19 @@ def enter(config: dict[str, Any], argv: list[str]) -> None:
         signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
         os.kill(os.getpid(), os.WTERMSIG(status))
     os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+
+
+def join_cgroup(procs_files: list[str]) -> list[str]:
+    """Move this process (and so everything the job will start) into the job's cgroup(s), made by
+    the runner; returns the files it was written to (the runner reports a failure as a gap)."""
+    joined = []
+    for path in procs_files:
+        try:
+            _write(path, str(os.getpid()))
+            joined.append(path)
+        except OSError:
+            pass
+    return joined
 
 
 def kill_uid(uid: int) -> None:
@@ -450,6 +335,26 @@ def _probe_mount(name: str) -> None:
         raise JailError(f"cannot mount in a new {name} namespace")
 
 
+def _probe_seccomp() -> str:
+    """"" when the job's seccomp filter loads here (tried in a throwaway child), else why not."""
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(reader)
+        try:
+            prctl(PR_SET_NO_NEW_PRIVS, 1)
+            jail_filter.load()
+            os._exit(0)
+        except BaseException as error:  # noqa: BLE001 - the answer is what went wrong
+            os.write(writer, str(error).encode()[:500])
+            os._exit(1)
+    os.close(writer)
+    why = os.read(reader, 600).decode(errors="replace")
+    os.close(reader)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    return "" if code == 0 else why or f"exit status {code}"
+
+
 def probe() -> dict[str, Any]:
     root = os.geteuid() == 0
     user_namespace = not root
@@ -457,6 +362,7 @@ def probe() -> dict[str, Any]:
         "root": root,
         "user_namespace": user_namespace,
         "namespaces": [name for name in NAMESPACES if _probe_one(name, user_namespace)],
+        "seccomp_refused": _probe_seccomp(),
     }
 
 

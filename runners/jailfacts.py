@@ -55,10 +55,40 @@ def describe(jail: Mapping[str, Any], config: Mapping[str, Any], user: str | Non
             if config.get(name) is not None
         ) + ", core=0",
         "address_space": "limited" if config.get("address_space_bytes") else "unlimited (CUDA needs it)",
+        "identities": _identities(jail, user),
+        "seccomp": _seccomp(jail, config),
+        "keyrings": _keyrings(jail),
+        "memory_cgroup": jail.get("cgroup_text") or f"none ({config.get('cgroup_problem') or 'not reported'})",
         "privileges": "no new privileges (setuid programs do not elevate); the jail is not traceable",
         "session": "own session and process group; killed with its group and its user",
         "environment": "empty but PATH, HOME, TMPDIR, LANG, CUDA_VISIBLE_DEVICES, PYTHONPATH",
     }
+
+
+def _identities(jail: Mapping[str, Any], user: str | None) -> str:
+    if user is None:
+        return "the runner's own uid for every process of the job"
+    child = jail.get("child_uid")
+    if child is None:
+        return "one uid for the judge and the submission's processes"
+    return (f"the judge runs under its own real uid, the submission's processes as uid {child} (fresh per job): "
+            "they cannot signal, trace or read the judge")
+
+
+def _seccomp(jail: Mapping[str, Any], config: Mapping[str, Any]) -> str:
+    if jail.get("seccomp"):
+        from runners.jail_filter import REFUSED
+
+        return (f"libseccomp filter: {len(REFUSED)} system calls refused (keyrings, ptrace, bpf, userfaultfd, "
+                "perf events, io_uring, mounts, namespaces, modules, clocks...), 32-bit calls kill")
+    return f"NO filter ({config.get('seccomp_refused') or 'not reported'})"
+
+
+def _keyrings(jail: Mapping[str, Any]) -> str:
+    session = "a fresh empty session keyring" if jail.get("session_keyring") == "fresh" else "the runner's session keyring"
+    if jail.get("seccomp"):
+        return f"{session}; keyctl, add_key and request_key refused (no per-uid keyring reachable)"
+    return f"{session}; per-uid keyrings reachable (no seccomp filter)"
 
 
 def _network(jail: Mapping[str, Any], config: Mapping[str, Any]) -> str:
@@ -119,4 +149,12 @@ def gaps(jail: Mapping[str, Any], config: Mapping[str, Any], dedicated_user: boo
         found.append("file system writable wherever permissions allow; /tmp, /dev/shm, /run shared")
     elif jail.get("read_only_failed"):
         found.append("not read-only: " + "; ".join(jail["read_only_failed"]))
+    if dedicated_user and jail.get("child_uid") is None:
+        found.append("the judge and the submission's processes share a uid")
+    if not jail.get("seccomp"):
+        found.append(f"no seccomp filter ({config.get('seccomp_refused') or 'not reported'})")
+    if not jail.get("cgroup"):
+        found.append(f"no memory or process cgroup ({config.get('cgroup_problem') or 'not reported'})")
+    if jail.get("hidden_unmasked"):
+        found.append("runner state NOT hidden at " + ", ".join(jail["hidden_unmasked"]))
     return found

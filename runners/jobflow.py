@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from evaluator.report import EvaluationReport
 from runners import execute, gpus, procs, sandbox, spares
+from runners.identities import UID_BLOCK_VARIABLE, Rotation, UidBlock
 from runners.slots import Slot, StateDir, read_json, write_json
 from runners.spares import Spare, SpareKeeper
 from solboard_common.protocol import (
@@ -106,14 +107,14 @@ def context() -> execute.Context:
     calibration = os.environ.get("SOLBOARD_RUNNER_CALIBRATION") or None
     return execute.Context(
         node=os.environ["SOLBOARD_RUNNER_NODE"], slot=slot, state=state,
-        user=_job_user(), calibration=Path(calibration) if calibration else None,
+        users=_job_uids(), calibration=Path(calibration) if calibration else None,
     )
 
 
-def _job_user() -> sandbox.JobUser | None:
-    """The job user the supervisor claimed for this slot (none when the runner is not root)."""
-    name = os.environ.get("SOLBOARD_RUNNER_JOB_USER")
-    return sandbox.ensure_job_user(name) if name else None
+def _job_uids() -> Rotation | None:
+    """The block of job uids the supervisor claimed for this slot (none when it is not root)."""
+    block = os.environ.get(UID_BLOCK_VARIABLE)
+    return Rotation(UidBlock.from_text(block)) if block else None
 
 
 def handle_job(payload: dict[str, Any], messenger: Messenger) -> None:
@@ -226,21 +227,19 @@ def cancel_reason(ctx: execute.Context, job_id: str) -> str | None:
 
 
 def kill_previous(ctx: execute.Context, spare: Spare | None = None) -> None:
-    """Whatever a previous job (maybe of a worker that died) left behind dies before the next;
-    the slot's spare (its job user's only other processes) is spared."""
+    """Whatever a previous job (maybe of a worker that died) left behind dies before the next:
+    every process of the slot's job uids but the slot's spare."""
     previous = ctx.state.read_slot(ctx.slot.key)
     marker = previous.get("marker")
-    if ctx.user is not None:
-        _kill_job_user(ctx.user, spare)
+    if ctx.users is not None:
+        _kill_job_users(ctx, spare)
     elif marker:
         procs.kill_marked(str(marker))
 
 
-def _kill_job_user(user: sandbox.JobUser, spare: Spare | None) -> None:
-    if spare is None:
-        sandbox.kill_user(user)
-    else:
-        procs.kill_uid_except(user.uid, spare.tree())
+def _kill_job_users(ctx: execute.Context, spare: Spare | None) -> None:
+    if ctx.users is not None:
+        procs.kill_uids_except(set(ctx.users.uids()), spare.tree() if spare is not None else set())
 
 
 def wait_gpus_free(ctx: execute.Context, spare: Spare | None = None, wait_s: float = GPU_FREE_WAIT_S) -> list[int]:
@@ -253,8 +252,7 @@ def wait_gpus_free(ctx: execute.Context, spare: Spare | None = None, wait_s: flo
         holders = [pid for pid in gpus.processes_on(ctx.slot.gpu_indices) if pid != os.getpid() and pid not in keep]
         if not holders or time.monotonic() >= deadline:
             return holders
-        if ctx.user is not None:
-            _kill_job_user(ctx.user, spare)
+        _kill_job_users(ctx, spare)
         # H200 round 8: right after a job, NVML still listed the judge that had just exited, and a
         # flat one-second pause put 1.2 s between the evaluator's final report and its delivery
         # (a vector_add job: report 2.0 s after receipt, delivered at 3.2 s). Short pauses first.

@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runners import calibration, gpus, heartbeat, jobflow, sandbox
+from runners import calibration, gpus, heartbeat, identities, jobflow, sandbox
 from runners.celery_app import SUPERVISOR_PID_VARIABLE, build_app
-from runners.slots import Slot, StateDir, claim_job_user, plan_slots
+from runners.slots import Slot, StateDir, plan_slots
 from runners.spares import SPARES_VARIABLE
 from solboard_common.config import REPO_ROOT, var_dir
 from solboard_common.protocol import GpuInfo, JobResult, control_queue
@@ -133,7 +133,7 @@ class Node:
         self.state.shutdown_marker.unlink(missing_ok=True)
         self.gpus = resolve_gpus(self.config.device, self.config.gpu_indices)
         self.slots = plan_slots(self.gpus)
-        self.job_users = {slot.key: claim_job_user() for slot in self.slots} if os.geteuid() == 0 else {}
+        self.job_users = {slot.key: identities.claim_block() for slot in self.slots} if os.geteuid() == 0 else {}
         if self.job_users:
             for folder in let_job_users_traverse(_job_user_paths(self.state.scratch)):
                 log.warning("job users may now traverse %s (o+x) to reach the interpreter/project", folder)
@@ -145,8 +145,9 @@ class Node:
         self.workers = [self._worker(slot) for slot in self.slots] + [self._control_worker()]
 
     def _job_user(self, slot: Slot) -> sandbox.JobUser | None:
+        """A uid of the slot's block, as the processes that run submitted code get one."""
         claimed = self.job_users.get(slot.key)
-        return sandbox.ensure_job_user(claimed[0]) if claimed else None
+        return identities.Rotation(claimed[0]).take().untrusted() if claimed else None
 
     def _calibrate(self) -> dict[str, Path | None]:
         """One calibration per GPU type + driver, cached (the CPU device has no SOL: none), keyed by
@@ -191,7 +192,7 @@ class Node:
         claimed = self.job_users.get(slot.key)
         env.update({"SOLBOARD_RUNNER_SLOT": slot.to_json(), "CUDA_VISIBLE_DEVICES": slot.cuda_visible_devices,
                     SPARES_VARIABLE: "1" if self.config.warm_spares else "0",
-                    "SOLBOARD_RUNNER_JOB_USER": claimed[0] if claimed else "",
+                    identities.UID_BLOCK_VARIABLE: claimed[0].to_text() if claimed else "",
                     "SOLBOARD_RUNNER_CALIBRATION": str(path) if path else ""})
         return WorkerProcess(slot.key, self._celery_argv(slot.queue, f"{slot.key}@{self.config.name}"), env, slot)
 

@@ -75,6 +75,37 @@ def pids_of_uid(uid: int) -> list[int]:
     return [pid for pid in _pids() if uid_of(pid) == uid and not is_zombie(pid)]
 
 
+def _status_field(pid: int, name: str) -> list[str]:
+    try:
+        for line in (PROC / str(pid) / "status").read_text().splitlines():
+            if line.startswith(name + ":"):
+                return line.split()[1:]
+    except OSError:
+        pass
+    return []
+
+
+def pids_with_uid(uid: int) -> list[int]:
+    """Live processes whose real, effective or saved uid is ``uid`` (a judge runs as (J, C, J))."""
+    return [pid for pid in _pids() if str(uid) in _status_field(pid, "Uid")[:3] and not is_zombie(pid)]
+
+
+def state(pid: int) -> str | None:
+    """The one-letter state of ``pid`` (R, S, D, T, t, Z...), None when it is gone."""
+    fields = _stat_fields(pid)
+    return fields[0] if fields else None
+
+
+def children(pid: int) -> list[int]:
+    return [other for other in _pids() if (fields := _stat_fields(other)) is not None and int(fields[1]) == pid]
+
+
+def namespace_pid(pid: int) -> int | None:
+    """``pid``'s number in its innermost pid namespace (the last of /proc/PID/status's NSpid)."""
+    numbers = _status_field(pid, "NSpid")
+    return int(numbers[-1]) if numbers else None
+
+
 def _has_marker(pid: int, marker: str) -> bool:
     try:
         environ = (PROC / str(pid) / "environ").read_bytes()
@@ -183,12 +214,13 @@ def descendants(root: int) -> set[int]:
     return found
 
 
-def kill_uid_except(uid: int, keep: set[int], rounds: int = 5) -> int:
-    """SIGKILL every process of ``uid`` not in ``keep`` (the slot's warm spare, which runs as the
-    slot's job user too); returns the most seen alive."""
+def kill_uids_except(uids: set[int], keep: set[int], rounds: int = 5) -> int:
+    """SIGKILL every process whose real, effective or saved uid is one of ``uids`` and that is not
+    in ``keep`` (the slot's warm spare); returns the most seen alive."""
     seen = 0
     for _ in range(rounds):
-        pids = [pid for pid in pids_of_uid(uid) if pid not in keep]
+        pids = [pid for pid in _pids() if pid not in keep and not is_zombie(pid)
+                and {str(uid) for uid in uids} & set(_status_field(pid, "Uid")[:3])]
         if not pids:
             break
         seen = max(seen, len(pids))

@@ -16,21 +16,19 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
-from runners import jailfacts, procs
+from runners import cgroups, jailfacts, jobclean, judgewatch, procs
+from runners.jobclean import cleanup
 
 JAIL = Path(__file__).resolve().with_name("jail.py")
 EXIT_JAIL_FAILED = 125
@@ -48,6 +46,8 @@ class Capabilities:
     root: bool
     user_namespace: bool  # not root: the namespaces below are created inside a user namespace
     namespaces: frozenset[str]  # of "net", "mount", "pid", "ipc"
+    #: Why the job's seccomp filter cannot load here ("" when it can).
+    seccomp_refused: str = "not probed"
 
 
 @cache
@@ -60,33 +60,34 @@ def capabilities() -> Capabilities:
         return Capabilities(root=os.geteuid() == 0, user_namespace=False, namespaces=frozenset())
     data = json.loads(out.stdout)
     namespaces = frozenset(data["namespaces"])
-    return Capabilities(bool(data["root"]), bool(data["user_namespace"]) and bool(namespaces), namespaces)
+    return Capabilities(bool(data["root"]), bool(data["user_namespace"]) and bool(namespaces), namespaces,
+                        str(data.get("seccomp_refused", "not probed")))
 
 
 @dataclass(frozen=True)
 class JobUser:
+    """Who a job runs as (``runners/identities.py`` hands out a fresh pair per job): the judge's
+    uid, and with ``child_uid`` the uid of every process that runs submitted code (the judge then
+    runs as (uid, child_uid, uid), out of their reach: ``runners/jail_ids.py``)."""
+
     name: str
     uid: int
     gid: int
+    child_uid: int | None = None
 
+    @property
+    def uids(self) -> tuple[int, ...]:
+        return (self.uid,) if self.child_uid is None else (self.uid, self.child_uid)
 
-def ensure_job_user(name: str) -> JobUser | None:
-    """The unprivileged user jobs run as; created when missing. None when we are not root."""
-    if os.geteuid() != 0:
-        return None
-    try:
-        entry = pwd.getpwnam(name)
-    except KeyError:
-        created = subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin", name],
-            check=False,
-            capture_output=True,
-            text=True,
-        )
-        if created.returncode not in (0, 9):  # 9: created meanwhile by another slot
-            raise SandboxError(f"useradd {name} failed: {created.stderr.strip()}") from None
-        entry = pwd.getpwnam(name)
-    return JobUser(name, entry.pw_uid, entry.pw_gid)
+    @property
+    def owner(self) -> int:
+        """Who owns the job's files (the scratch folder): the untrusted processes' uid."""
+        return self.uid if self.child_uid is None else self.child_uid
+
+    def untrusted(self) -> JobUser:
+        """The untrusted processes' identity alone: for a command that is not a judge (a probe,
+        a test's stand-in for the child), which must not hold the judge's CAP_SETUID."""
+        return JobUser(self.name, self.owner, self.gid)
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,10 @@ class Limits:
     tmp_bytes: int = 256 << 20
     #: /dev/shm (the evaluator's CPU shared buffers) and the IPC namespace's SysV shared memory.
     shared_memory_bytes: int = 1 << 30
+    #: The job's cgroup (all its processes together): host memory, and processes and threads.
+    #: None: no group (the report says so).
+    memory_bytes: int | None = None
+    cgroup_processes: int | None = None
 
 
 #: Isolation a Spec may switch off (tests, diagnosis); the report then says it did not apply.
@@ -120,6 +125,11 @@ class Spec:
     hide: tuple[Path, ...] = ()
     cancel_requested: Callable[[], bool] = lambda: False
     on_start: Callable[[int], None] = lambda pid: None
+    #: Asked about once a second while the job runs: why the job must end now for what it did
+    #: itself (its GPU memory beyond its budget), or None. Ending it so is the job's failure.
+    watch: Callable[[], str | None] = lambda: None
+    #: The slot, for the name of the job's cgroup.
+    slot: str = "slot"
 
 
 @dataclass
@@ -138,6 +148,11 @@ class Result:
     #: ``jail`` in words, for the report's ``sandbox`` field.
     facts: dict[str, str] = field(default_factory=dict)
     gaps: list[str] = field(default_factory=list)
+    #: Why the runner ended the job for what the job itself did (its judge stopped, its GPU
+    #: memory past its budget): the submission's failure. None when it did not.
+    ended_for: str | None = None
+    #: Processes the OOM killer ended in the job's cgroup (its memory cap was hit).
+    oom_kills: int = 0
 
     @property
     def jail_failed(self) -> bool:
@@ -145,44 +160,14 @@ class Result:
         return not self.jail.get("started", False)
 
 
-class Scratch:
-    """A fresh folder owned by the job user, removed on exit (whatever the job left in it)."""
-
-    def __init__(self, root: Path, user: JobUser | None) -> None:
-        root.mkdir(parents=True, exist_ok=True)
-        os.chmod(root, 0o711)  # traversable, not listable: jobs cannot see each other's folders
-        self.path = Path(tempfile.mkdtemp(prefix="job-", dir=root))
-        (self.path / "tmp").mkdir()
-        if user is not None:
-            for folder in (self.path, self.path / "tmp"):
-                os.chown(folder, user.uid, user.gid)
-        os.chmod(self.path, 0o700)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        shutil.rmtree(self.path, onerror=_force_remove)
-
-
-def _force_remove(function: Callable[..., object], path: str, exc_info: object) -> None:
-    # A job can leave read-only folders behind; when not root, make them writable and retry.
-    parent = os.path.dirname(path)
-    for target in (parent, path):
-        try:
-            os.chmod(target, 0o700)
-        except OSError:
-            pass
-    try:
-        function(path)
-    except FileNotFoundError:
-        pass
-    except OSError:
-        shutil.rmtree(path, ignore_errors=True)
+#: The job's scratch folder (``runners/jobclean.py``), here for the callers that start jobs.
+Scratch = jobclean.Scratch
 
 
 def jail_config(spec: Spec, scratch: Path, facts_fd: int) -> dict[str, object]:
     caps = capabilities()
+    # SOLBOARD_SECCOMP=0: a diagnosis switch (is a failure the filter's?); the report says so.
+    off = "seccomp" in spec.disabled or os.environ.get("SOLBOARD_SECCOMP", "1").lower() in ("0", "false", "no")
     limits = spec.limits
     namespaces = [name for name in NAMESPACES if name in caps.namespaces and name not in spec.disabled]
     return {
@@ -203,6 +188,9 @@ def jail_config(spec: Spec, scratch: Path, facts_fd: int) -> dict[str, object]:
         "address_space_bytes": limits.address_space_bytes,
         "uid": spec.user.uid if spec.user else None,
         "gid": spec.user.gid if spec.user else None,
+        "child_uid": spec.user.child_uid if spec.user else None,
+        "seccomp": not caps.seccomp_refused and not off,
+        "seccomp_refused": caps.seccomp_refused or ("switched off" if off else ""),
     }
 
 
@@ -254,6 +242,9 @@ def start(spec: Spec, scratch: Path) -> Running:
     ``Running.write_stdin`` (a warm spare reads its job there, long after it started)."""
     facts_read, facts_write = os.pipe()
     config = jail_config(spec, scratch, facts_write)
+    group, group_problem = _job_group(spec)
+    config["cgroup_procs"] = group.procs_files if group else []
+    config["cgroup_problem"] = group_problem
     argv = [sys.executable, "-I", "-S", str(JAIL), json.dumps(config), "--", *spec.argv]
     started = time.monotonic()
     try:
@@ -263,16 +254,29 @@ def start(spec: Spec, scratch: Path) -> Running:
         )
     except OSError as error:
         os.close(facts_read)
+        if group is not None:
+            group.remove()
         raise SandboxError(f"cannot start the sandboxed process: {error}") from error
     finally:
         os.close(facts_write)
     spec.on_start(child.pid)
     running = Running(spec, config, child, started, _CappedReader(child.stdout, spec.limits.stdout_bytes),
                       _CappedReader(child.stderr, spec.limits.stderr_bytes),
-                      _CappedReader(os.fdopen(facts_read, "rb"), FACTS_MAX_BYTES))
+                      _CappedReader(os.fdopen(facts_read, "rb"), FACTS_MAX_BYTES), group=group)
     for reader in running.readers:
         reader.start()
     return running
+
+
+def _job_group(spec: Spec) -> tuple[cgroups.JobGroup | None, str]:
+    """The job's cgroup, or None and why not."""
+    limits = spec.limits
+    if limits.memory_bytes is None or "cgroup" in spec.disabled:
+        return None, "not asked for"
+    try:
+        return cgroups.create(spec.slot, limits.memory_bytes, limits.cgroup_processes or 4096), ""
+    except cgroups.CgroupUnavailable as error:
+        return None, str(error)
 
 
 @dataclass
@@ -286,8 +290,11 @@ class Running:
     stdout: _CappedReader
     stderr: _CappedReader
     facts: _CappedReader
+    group: cgroups.JobGroup | None = None
     #: How much of stdout ``new_lines`` has handed out (complete lines only).
     _read_to: int = 0
+    #: Why the runner ended it for what it did itself (see ``Result.ended_for``).
+    ended_for: str | None = None
 
     @property
     def readers(self) -> tuple[_CappedReader, ...]:
@@ -344,6 +351,10 @@ class Running:
         leftovers = cleanup(self.child.pid, spec.user, spec.env.get(procs.MARKER_VARIABLE), jail.get("init_pid"))
         for reader in (self.stdout, self.stderr):
             reader.join(timeout=5)
+        oom_kills = self.group.oom_kills() if self.group else 0
+        if self.group is not None:
+            self.group.remove()
+        jail["cgroup_text"] = self.group.describe() if self.group and jail.get("cgroup") else ""
         return Result(
             returncode=_exit_code(jail, self.child), stdout=bytes(self.stdout.data),
             stderr=bytes(self.stderr.data), stdout_truncated=self.stdout.truncated,
@@ -352,6 +363,7 @@ class Running:
             leftovers_killed=leftovers + int(jail.get("leftovers_killed", 0)), jail=jail,
             facts=jailfacts.describe(jail, self.config, spec.user.name if spec.user else None),
             gaps=jailfacts.gaps(jail, self.config, spec.user is not None),
+            ended_for=self.ended_for, oom_kills=oom_kills,
         )
 
 
@@ -376,8 +388,10 @@ def _feed_stdin(child: subprocess.Popen[bytes], data: bytes) -> None:
 
 def _wait(running: Running, deadline: float, cancel_requested: Callable[[], bool],
           on_line: Callable[[bytes], None] | None) -> tuple[bool, bool]:
-    """Wait for the child; kill its group at the deadline or on cancel. (timed_out, cancelled)"""
+    """Wait for the child; kill its group at the deadline, on cancel, or when the runner's watch
+    says the job must end for what it did (``running.ended_for``). (timed_out, cancelled)"""
     child = running.child
+    watch = judgewatch.JudgeWatch(lambda: jailfacts.parse(bytes(running.facts.data)), running.spec.watch)
     while True:
         try:
             child.wait(timeout=POLL_SECONDS)
@@ -389,40 +403,11 @@ def _wait(running: Running, deadline: float, cancel_requested: Callable[[], bool
                 on_line(line)
         timed_out = time.monotonic() >= deadline
         cancelled = not timed_out and cancel_requested()
-        if timed_out or cancelled:
+        running.ended_for = None if timed_out or cancelled else watch.check()
+        if timed_out or cancelled or running.ended_for:
             procs.kill_group(child.pid)
             child.wait()
             return timed_out, cancelled
-
-
-def cleanup(pgid: int, user: JobUser | None, marker: str | None, init_pid: int | None = None) -> int:
-    """Kill the job's process group, every process of its user, and (not root) every process
-    that still carries the job's marker variable; then reap those of them that are our children
-    (the jail's init among them, should it outlive the jail). Returns how many were killed."""
-    killed: set[int] = set()
-    survivors = procs.kill_group(pgid, killed=killed)
-    if user is not None:
-        survivors += kill_user(user, killed=killed)
-    if marker:
-        survivors += procs.kill_marked(marker, killed=killed)
-    candidates = killed | ({init_pid} if init_pid else set())
-    procs.reap_children(lambda pid, uid, group: pid in candidates or group == pgid
-                        or (user is not None and uid == user.uid))
-    return survivors
-
-
-def kill_user(user: JobUser, rounds: int = 5, killed: set[int] | None = None) -> int:
-    most = 0
-    for _ in range(rounds):
-        pids = procs.pids_of_uid(user.uid)
-        if not pids:
-            break
-        most = max(most, len(pids))
-        if killed is not None:
-            killed.update(pids)
-        subprocess.run([sys.executable, "-I", "-S", str(JAIL), "--kill-uid", str(user.uid)], check=False, timeout=30)
-        time.sleep(0.05)
-    return most
 
 
 @cache

@@ -15,7 +15,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -81,28 +80,6 @@ def _queue_type(gpu: GpuInfo) -> str:
         cleaned = "".join(c if c.isalnum() else "_" for c in gpu.gpu_type[8:].lower())
         return f"unknown_{cleaned}".strip("_")
     return gpu.gpu_type
-
-
-#: Job users come from a small pool, each claimed by one slot of one node on this machine with an
-#: flock held for the node's lifetime (the kernel drops it when the node dies). One user per slot:
-#: RLIMIT_NPROC and "kill every process of the job user" then concern one job only, even with
-#: several nodes on one host.
-JOB_USER_POOL = ["solboard-job"] + [f"solboard-job{index}" for index in range(1, 64)]
-JOB_USER_LOCKS = Path(tempfile.gettempdir()) / "solboard-job-users"
-
-
-def claim_job_user() -> tuple[str, Any]:
-    """A job user name no other slot on this machine holds, and the lock that keeps it ours."""
-    JOB_USER_LOCKS.mkdir(mode=0o700, exist_ok=True)
-    for name in JOB_USER_POOL:
-        handle = open(JOB_USER_LOCKS / f"{name}.lock", "a+")  # noqa: SIM115 - held while the node lives
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            continue
-        return name, handle
-    raise RuntimeError(f"all {len(JOB_USER_POOL)} job users are taken by other runner slots on this machine")
 
 
 class StateDir:

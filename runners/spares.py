@@ -96,22 +96,27 @@ class Spare:
     #: Set once its processes were waited for and cleaned up (after its job, or discarded).
     ended: bool = False
 
+    #: Its own job uids (a fresh pair, as a job's): never the running job's.
+    user: sandbox.JobUser | None = None
+
     @classmethod
     def start(cls, ctx: execute.Context, locks: list[Any]) -> Spare:
-        scratch = sandbox.Scratch(ctx.state.scratch, ctx.user)
+        user = ctx.take_user()
+        scratch = sandbox.Scratch(ctx.state.scratch, user)
         marker = secrets.token_hex(8)
         limits = spare_limits(ctx.slot)
         argv = [sys.executable, "-m", "evaluator", "serve-spare", "--device", ctx.slot.device,
                 "--idle-limit", f"{SPARE_IDLE_LIMIT_S:g}", "--start-limit", f"{SPARE_START_LIMIT_S:g}"]
         try:
             running = sandbox.start(sandbox.Spec(argv=argv, env=execute.job_env(ctx, scratch.path, marker),
-                                                 limits=limits, user=ctx.user, hide=execute.hidden_state(ctx)),
+                                                 limits=limits, user=user, hide=execute.hidden_state(ctx),
+                                                 slot=ctx.slot.key),
                                     scratch.path)
         except BaseException:
             scratch.__exit__()
             raise
         ctx.state.write_spare(ctx.slot.key, running.pid, ctx.slot.gpu_indices)
-        return cls(ctx.slot.key, scratch, running, marker, limits, time.monotonic(), locks)
+        return cls(ctx.slot.key, scratch, running, marker, limits, time.monotonic(), locks, user=user)
 
     @property
     def ready(self) -> bool:
@@ -181,7 +186,7 @@ class Spare:
             self.ended = True
 
     def discard(self) -> None:
-        """Kill it and everything of the slot's job user (once), remove its scratch folder."""
+        """Kill it and everything of its job uids (once), remove its scratch folder."""
         self.release_locks()
         if not self.ended:
             self.ended = True

@@ -77,6 +77,8 @@ class JobLimits(_Message):
     memory_bytes: int | None = Field(default=None, description="Host address-space cap where CUDA allows.")
     file_bytes: int = Field(default=256 * 1024 * 1024, description="Largest file the job may write.")
     processes: int = Field(default=256, description="Process/thread cap (RLIMIT_NPROC) for the job's user.")
+    gpu_memory_bytes: int | None = Field(
+        default=None, description="GPU memory the job's processes may hold together (default: 90% of the GPUs').")
 
     @property
     def total_seconds(self) -> float:
@@ -112,12 +114,14 @@ class JobResult(_Message):
     evaluation_id: int
     runner: str = Field(description="Runner node name (hostname:gpu-index or configured name).")
     outcome: Literal[
-        "completed", "sandbox_error", "runner_error", "cancelled", "timeout", "evaluator_error"
+        "completed", "sandbox_error", "runner_error", "cancelled", "timeout", "evaluator_error", "job_failed"
     ] = Field(
         description="completed: the evaluator produced a report (whatever its verdict). "
         "timeout: the runner's overall wall limit killed the job. evaluator_error: the evaluator "
-        "exited without a report (message has its exit status and stderr tail). sandbox_error / "
-        "runner_error: the runner could not run the job (the site retries, bounded)."
+        "exited without a report (message has its exit status and stderr tail). job_failed: the job "
+        "ended without a report through something inside it (its judge killed by a signal or stopped, "
+        "its memory caps): the submission's failure. sandbox_error / runner_error: the runner could "
+        "not run the job (the site retries, bounded)."
     )
     report: EvaluationReport | None = None
     message: str = ""

@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from runners import sandbox
-from runners.slots import claim_job_user
+from runners import identities, sandbox
 
 
 @pytest.fixture
@@ -90,14 +89,22 @@ def broker(tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch) -> st
 
 
 @pytest.fixture(scope="module")
-def user() -> Iterator[sandbox.JobUser | None]:
-    """A job user of the runners' pool, claimed as a slot claims it: a runner started beside these
-    tests (`make run`, another test) kills every process of the users it holds before each job."""
+def uid_rotation() -> Iterator[identities.Rotation | None]:
+    """A block of job uids, claimed as a slot claims one: a runner started beside these tests
+    (`make run`, another test) never hands out the same uids."""
     if os.geteuid() != 0:
         yield None
         return
-    name, lock = claim_job_user()
+    block, lock = identities.claim_block()
     try:
-        yield sandbox.ensure_job_user(name)
+        yield identities.Rotation(block)
     finally:
         lock.close()
+
+
+@pytest.fixture
+def user(uid_rotation: identities.Rotation | None) -> sandbox.JobUser | None:
+    """A fresh job uid, as the processes of a job that run submitted code get one: what a test
+    runs directly in the jail stands for them (a judge, ``python -m evaluator``, gets the pair
+    through ``execute.Context.users``)."""
+    return uid_rotation.take().untrusted() if uid_rotation is not None else None

@@ -15,6 +15,7 @@ from typing import Any
 
 from evaluator import HARNESS_VERSION
 from evaluator.gpus import GpuSpecError, get_gpu_spec
+from evaluator.harness import identity
 from evaluator.harness.device import cpu_name, gpu_type, nvml_driver, nvml_name
 from evaluator.harness.outcome import JudgeOutcome
 from evaluator.harness.request import EvaluationRequest, world_size_of
@@ -178,6 +179,7 @@ def _sandbox(outcome: JudgeOutcome) -> dict[str, str]:
     dumpable = outcome.facts.get("judge_not_dumpable")
     facts["judge_memory"] = ("not dumpable: a child of the same user cannot ptrace it or read its memory"
                              if dumpable else "dumpable (prctl refused): same-user processes may inspect it")
+    facts["judge_identity"] = identity.describe()
     facts["job_processes"] = (
         "the judge is a subreaper: orphans of the job come back to it and every process outside the witness "
         "session is killed before and after it" if outcome.facts.get("judge_subreaper")

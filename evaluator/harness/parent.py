@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evaluator.harness import channel
+from evaluator.harness import channel, identity
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Environment variables the child inherits (nothing else: no broker URL, no tokens).
@@ -131,7 +131,7 @@ class ChildProcess:
             [sys.executable, *self.argv, "--in-fd", str(to_child_r), "--out-fd", str(from_child_w)],
             cwd=self.scratch, env={**child_env(self.scratch), **self.env_overrides}, stdin=subprocess.DEVNULL,
             stdout=self.log_fd, stderr=subprocess.STDOUT, pass_fds=(to_child_r, from_child_w),
-            start_new_session=True,
+            start_new_session=True, **identity.untrusted_process(),
         )
         os.close(to_child_r)
         os.close(from_child_w)

@@ -13,6 +13,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 
+from evaluator.harness import identity
 from evaluator.ptx.evidence import parse_opcode_instances
 from evaluator.report import KernelProfile, WarpStall
 
@@ -149,7 +150,8 @@ def _instructions(row: _Row) -> dict[str, int]:
 def ncu_version(ncu: str) -> str:
     try:
         out = subprocess.run(
-            [ncu, "--version"], capture_output=True, text=True, timeout=30, check=False
+            [ncu, "--version"], capture_output=True, text=True, timeout=30, check=False,
+            **identity.untrusted_process(),
         ).stdout
     except (OSError, subprocess.TimeoutExpired):
         return "ncu"

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaluator.harness import channel, process_tree
+from evaluator.harness import channel, identity, process_tree
 from evaluator.harness.parent import child_env
 from evaluator.harness.profile import ncu_version, parse_raw_csv
 from evaluator.scoring import witnessed_time
@@ -295,7 +295,7 @@ class NcuSession:
         self.listener.settimeout(1.0)
         self.process = subprocess.Popen(self.command(), cwd=self.scratch, env=child_env(self.scratch),
                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
+                                        start_new_session=True, **identity.untrusted_process())
         self.drain = threading.Thread(target=self._drain, name="solboard-ncu-output", daemon=True)
         self.drain.start()
 

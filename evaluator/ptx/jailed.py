@@ -29,6 +29,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from evaluator.harness.identity import untrusted_process
 from evaluator.ptx.errors import ToolchainError
 from evaluator.ptx.toolkit import SYSTEM_FOLDERS, include_folders, real_tool, toolkit_root
 
@@ -168,7 +169,7 @@ class _Finished:
 def _run(argv: list[str], folder: WorkFolder, env: dict[str, str], wall_seconds: float) -> _Finished:
     child = subprocess.Popen(
         argv, cwd=folder.work, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, start_new_session=True, close_fds=True,
+        stderr=subprocess.PIPE, start_new_session=True, close_fds=True, **untrusted_process(),
     )
     timed_out = False
     try:

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from evaluator.report import Status
 from leaderboard.dispatch import store
 from leaderboard.dispatch.enqueue import INFLIGHT, release_pending, send_control
 from leaderboard.models import Evaluation, EvaluationStatus, GpuType, RunnerNode
@@ -119,8 +120,12 @@ def _apply(evaluation: Evaluation, result: JobResult) -> str:
         return store.store_report(evaluation, result)
     status = {"cancelled": S.CANCELLED, "timeout": S.TIMEOUT}.get(result.outcome, S.ERROR)
     message = result.message or result.outcome
+    # A job its own processes ended (its judge killed or stopped from inside, a memory cap) failed
+    # at run time on its own account: the verdict makes it charged (api/quotas.py refunds only
+    # errors without one).
+    verdict = Status.RUNTIME_ERROR.value if result.outcome == "job_failed" else None
     done = evaluation.transition(status, expected=(S.RUNNING,), message=message, log=result.log,
-                                 provisional_report=None)
+                                 provisional_report=None, evaluator_status=verdict)
     return f"stored {status}" if done else "ignored: status changed meanwhile"
 
 

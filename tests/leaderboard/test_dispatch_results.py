@@ -168,6 +168,28 @@ def test_a_runner_error_requeues_on_a_new_job_id_until_the_attempts_are_spent(ev
     assert len(job_ids) == evaluation.max_attempts
 
 
+def test_a_job_its_own_processes_ended_is_charged_and_an_evaluator_crash_is_refunded(
+        alice: Any, gpu_types: Any, problems: Any, broker: str, django_capture_on_commit_callbacks: Any) -> None:
+    """A judge killed or stopped from inside its job (runner outcome ``job_failed``) is the
+    submission's failure: an error with a verdict, which the daily quota keeps. Before, the runner
+    said ``evaluator_error`` and the quota unit came back, so a submission that killed its judge
+    whenever it was failing never paid for a try."""
+    from leaderboard.api import quotas
+
+    with django_capture_on_commit_callbacks(execute=True):
+        killer, crash = (create_submission(alice, "vector_add", "python", EXAMPLE, ["cpu"], "test").evaluations.get()
+                         for _ in range(2))
+    for evaluation, outcome in ((killer, "job_failed"), (crash, "evaluator_error")):
+        started(evaluation)
+        result = JobResult(job_id=str(evaluation.job_id), evaluation_id=evaluation.pk, runner=RUNNER,
+                           outcome=outcome, message="the judge was killed by signal SIGKILL ...")
+        assert dispatch.store_result(result) == "stored error"
+        evaluation.refresh_from_db()
+    assert (killer.status, killer.evaluator_status) == ("error", "RUNTIME_ERROR")
+    assert (crash.status, crash.evaluator_status) == ("error", None)
+    assert set(quotas.charged(alice)) == {killer}
+
+
 def test_a_job_started_too_often_ends_as_error_and_its_runner_is_told_to_stop(evaluation: Evaluation,
                                                                               broker: str) -> None:
     for _ in range(evaluation.max_attempts):

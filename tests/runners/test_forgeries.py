@@ -31,11 +31,11 @@ def runner_job(source: str) -> Job:
                mode="ranked", seed=424242, gpu_type="cpu")
 
 
-def run_in_runner(source: str, job_user: object) -> execute.JobResult:  # type: ignore[name-defined]
+def run_in_runner(source: str, job_users: object) -> execute.JobResult:  # type: ignore[name-defined]
     folder = traversable_folder()
     state = StateDir(folder / "state")
     slot = Slot(key="cpu", device="cpu", gpu_type="cpu", gpu_indices=(), queue="gpu.cpu.x1")
-    ctx = execute.Context(node="test", slot=slot, state=state, user=job_user, calibration=None)  # type: ignore[arg-type]
+    ctx = execute.Context(node="test", slot=slot, state=state, users=job_users, calibration=None)  # type: ignore[arg-type]
     try:
         return execute.run(runner_job(source), ctx, lambda: None)
     finally:
@@ -51,8 +51,8 @@ def test_a_forged_result_is_rejected_by_the_evaluator(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(FORGERIES))
-def test_a_forged_result_is_rejected_in_a_runner_job(name: str, user: object) -> None:
-    result = run_in_runner((CHEATS / f"{name}.py").read_text(), user)
+def test_a_forged_result_is_rejected_in_a_runner_job(name: str, uid_rotation: object) -> None:
+    result = run_in_runner((CHEATS / f"{name}.py").read_text(), uid_rotation)
     assert result.outcome == "completed", result.message
     assert result.report is not None
     assert result.report.status.value == "REJECTED", result.report.message
@@ -60,8 +60,8 @@ def test_a_forged_result_is_rejected_in_a_runner_job(name: str, user: object) ->
     assert not result.report.rank_eligible
 
 
-def test_an_honest_runner_job_is_witnessed(user: object) -> None:
-    result = run_in_runner((REPO / "examples" / "python" / "vector_add.py").read_text(), user)
+def test_an_honest_runner_job_is_witnessed(uid_rotation: object) -> None:
+    result = run_in_runner((REPO / "examples" / "python" / "vector_add.py").read_text(), uid_rotation)
     assert result.report is not None and result.report.status.value == "PASSED", result.message
     assert result.report.witnessed
     assert all(shape.witness is not None and shape.witness.confirmed for shape in result.report.shapes)

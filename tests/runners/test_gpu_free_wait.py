@@ -18,7 +18,7 @@ GPU0 = Slot(key="gpu0", device="cuda", gpu_type="h200", gpu_indices=(0,), queue=
 
 
 def _context(tmp_path: Path) -> execute.Context:
-    return execute.Context(node="test", slot=GPU0, state=StateDir(tmp_path / "state"), user=None)
+    return execute.Context(node="test", slot=GPU0, state=StateDir(tmp_path / "state"), users=None)
 
 
 def _record_pauses(monkeypatch: pytest.MonkeyPatch) -> list[float]:

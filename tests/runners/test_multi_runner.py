@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runners import execute, sandbox
+from runners import execute
+from runners.identities import Rotation
 from runners.slots import Slot, StateDir
 from runners.spares import Spare, spare_limits
 from solboard_common.protocol import Job, gpu_queue
@@ -30,7 +31,7 @@ def allreduce_job(gpu_count: int = 2) -> Job:
 
 def test_a_multi_gpu_job_tells_the_evaluator_its_world_size(tmp_path: Path) -> None:
     inputs = execute.JobInputs(tmp_path / "submission.py", None, tmp_path / "artifacts", None)
-    ctx = execute.Context(node="test", slot=CPU_X2, state=StateDir(tmp_path / "state"), user=None)
+    ctx = execute.Context(node="test", slot=CPU_X2, state=StateDir(tmp_path / "state"), users=None)
     argv = execute.evaluator_argv(allreduce_job(2), ctx, inputs)
     assert argv[argv.index("--world-size") + 1] == "2"
     assert "--world-size" not in execute.evaluator_argv(allreduce_job(1), ctx, inputs)
@@ -43,10 +44,10 @@ def test_a_multi_gpu_job_never_runs_in_a_warm_spare() -> None:
     assert spare.fits(allreduce_job(1), CPU_X2) is None
 
 
-def test_a_multi_gpu_job_runs_its_ranks_in_the_jail_on_the_cpu_device(user: sandbox.JobUser | None) -> None:
+def test_a_multi_gpu_job_runs_its_ranks_in_the_jail_on_the_cpu_device(uid_rotation: Rotation | None) -> None:
     folder = traversable_folder()  # the job user must reach its scratch folder
     try:
-        ctx = execute.Context(node="test", slot=CPU_X2, state=StateDir(folder / "state"), user=user)
+        ctx = execute.Context(node="test", slot=CPU_X2, state=StateDir(folder / "state"), users=uid_rotation)
         result = execute.run(allreduce_job(2), ctx, lambda: None)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -56,5 +57,5 @@ def test_a_multi_gpu_job_runs_its_ranks_in_the_jail_on_the_cpu_device(user: sand
     assert report.status.value == "PASSED", report.message
     assert report.world_size == 2
     assert all(shape.timing and len(shape.timing.rank_median_us or []) == 2 for shape in report.shapes)
-    if user is not None:  # as root: the jail's own network namespace, so the ranks talked over its loopback
+    if uid_rotation is not None:  # as root: the jail's own network namespace, so the ranks talked over its loopback
         assert report.sandbox["network"].startswith("namespace"), report.sandbox["network"]

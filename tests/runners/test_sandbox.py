@@ -199,7 +199,7 @@ def test_a_jail_that_cannot_start_is_reported_as_such(scratch_root: Path, user: 
     assert result.jail_failed and b"never" not in result.stdout
 
 
-def test_the_job_reads_a_copy_of_the_calibration_the_runner_keeps_root_only(user: sandbox.JobUser | None) -> None:
+def test_the_job_reads_a_copy_of_the_calibration_the_runner_keeps_root_only(uid_rotation: object) -> None:
     """The calibration cache lives in the state folder (0700, the runner's); the job user gets a copy.
 
     Found on the H200: the evaluator, run as the job user, was handed the cache's own path and
@@ -213,7 +213,7 @@ def test_the_job_reads_a_copy_of_the_calibration_the_runner_keeps_root_only(user
     cache = state.root / "calibration" / "h200-driver-580.json"
     cache.write_text('{"ceilings": {"hbm_tbps": 4.2, "bf16_tensor_tflops": 760.0}}')
     slot = Slot(key="cpu", device="cpu", gpu_type="cpu", gpu_indices=(), queue="gpu.cpu.x1")
-    ctx = execute.Context(node="test", slot=slot, state=state, user=user, calibration=cache)
+    ctx = execute.Context(node="test", slot=slot, state=state, users=uid_rotation, calibration=cache)  # type: ignore[arg-type]
     try:
         result = execute.run(make_job(1, mode="test"), ctx, lambda: None)
     finally:
@@ -241,7 +241,7 @@ def test_the_job_finds_the_cuda_tools_the_runner_sees(tmp_path: Path, monkeypatc
 
 @pytest.mark.gpu
 @pytest.mark.skipif(shutil.which("ncu") is None or shutil.which("nvidia-smi") is None, reason="needs a GPU and ncu")
-def test_a_ranked_gpu_job_in_the_sandbox_gets_its_ncu_profile(user: sandbox.JobUser | None) -> None:
+def test_a_ranked_gpu_job_in_the_sandbox_gets_its_ncu_profile(uid_rotation: object) -> None:
     """On the GPU, as the job user: the calibration copy, the CUDA tools on the PATH, the profile."""
     import hashlib
 
@@ -255,7 +255,7 @@ def test_a_ranked_gpu_job_in_the_sandbox_gets_its_ncu_profile(user: sandbox.JobU
     cache = state.root / "calibration" / "h200.json"
     cache.write_text('{"ceilings": {"hbm_tbps": 4.2, "bf16_tensor_tflops": 760.0}}')
     slot = Slot(key="gpu0", device="cuda", gpu_type="h200", gpu_indices=(0,), queue="gpu.h200.x1")
-    ctx = execute.Context(node="test", slot=slot, state=state, user=user, calibration=cache)
+    ctx = execute.Context(node="test", slot=slot, state=state, users=uid_rotation, calibration=cache)  # type: ignore[arg-type]
     job = Job(job_id="profile-1", evaluation_id=1, problem="vector_add", problem_version=1, language="python",
               source=EXAMPLE_VECTOR_ADD, source_sha256=hashlib.sha256(EXAMPLE_VECTOR_ADD.encode()).hexdigest(),
               mode="ranked", seed=987654321, shapes="quick", gpu_type="h200")

@@ -7,7 +7,8 @@ import multiprocessing
 import time
 from pathlib import Path
 
-from runners.slots import CPU_MULTI_SLOT, CPU_SLOT, StateDir, claim_job_user, lock_names, plan_slots
+from runners.identities import claim_block
+from runners.slots import CPU_MULTI_SLOT, CPU_SLOT, StateDir, lock_names, plan_slots
 from runners.spares import serves_single_gpu_jobs
 from solboard_common.protocol import GpuInfo
 
@@ -71,11 +72,10 @@ def test_an_xn_job_never_overlaps_an_x1_job_on_the_same_gpus(tmp_path: Path) -> 
     assert events == [["x1", "start"], ["x1", "end"], ["x2", "start"], ["x2", "end"]]
 
 
-def test_two_slots_on_one_machine_never_share_a_job_user() -> None:
-    first, lock_a = claim_job_user()
-    second, lock_b = claim_job_user()
+def test_two_slots_on_one_machine_never_share_a_job_uid() -> None:
+    (first, lock_a), (second, lock_b) = claim_block(), claim_block()
     try:
-        assert first != second
+        assert not set(first.uids) & set(second.uids)
     finally:
         lock_a.close()
         lock_b.close()

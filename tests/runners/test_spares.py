@@ -20,6 +20,7 @@ import pytest
 
 from evaluator.report import EvaluationReport
 from runners import execute, procs, sandbox
+from runners.identities import Rotation
 from runners.slots import Slot, StateDir
 from runners.spares import Spare, SpareKeeper, stop_overlapping_spares
 from solboard_common.protocol import Job, JobLimits, JobResult
@@ -30,10 +31,10 @@ READY_WITHIN_S = 180.0
 
 
 @pytest.fixture
-def ctx(user: sandbox.JobUser | None) -> Iterator[execute.Context]:
+def ctx(uid_rotation: Rotation | None) -> Iterator[execute.Context]:
     folder = traversable_folder()  # the job user must reach its scratch folder
     try:
-        yield execute.Context(node="test", slot=CPU_SLOT, state=StateDir(folder / "state"), user=user)
+        yield execute.Context(node="test", slot=CPU_SLOT, state=StateDir(folder / "state"), users=uid_rotation)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -178,7 +179,7 @@ def test_no_spare_starts_while_the_slot_is_busy_with_a_job(keeper: SpareKeeper, 
 def test_a_job_stops_the_spare_another_slot_keeps_on_its_gpus(keeper: SpareKeeper, ctx: execute.Context) -> None:
     spare = ready_spare(keeper)
     other = execute.Context(node="test", slot=Slot(key="x1", device="cpu", gpu_type="cpu", gpu_indices=(),
-                                                   queue="gpu.cpu.x1"), state=ctx.state, user=ctx.user)
+                                                   queue="gpu.cpu.x1"), state=ctx.state, users=ctx.users)
     assert stop_overlapping_spares(other) == ["cpu"]
     eventually(lambda: gone(spare.running.pid), within_s=10, what="the other slot's spare killed")
     eventually(lambda: keeper.spare() is not spare, within_s=30, what="the killed spare dropped")

@@ -89,3 +89,22 @@ def _tensormap_errors(problem: Any) -> list[str]:
                 errors.append(f"[ptx].tensormaps offers {name!r}, but on shape {where}: {reason}")
                 break
     return errors
+
+
+def languages_markdown(problems: list[Any]) -> str:
+    """The table of problems by language in docs/ptx.md (a test keeps the two in step)."""
+    lines = ["| problem | languages | TMA descriptors | fp32 constants | features track sm_90a | sm_100a |",
+             "|---|---|---|---|---|---|"]
+    for problem in sorted(problems, key=lambda p: p.name):
+        table = dict(problem.ptx or {})
+        required = table.get("required_features", {})
+        if not any(language in NATIVE_LANGUAGES for language in problem.languages):
+            why = "multi-GPU: Python only" if problem.kind == "multi" else "Python only"
+            lines.append(f"| `{problem.name}` | {', '.join(problem.languages)} | {why} | | | |")
+            continue
+        constants = ", ".join(f"{name} = {value:g}" for name, value in table.get("constants", {}).items())
+        lines.append(
+            f"| `{problem.name}` | {', '.join(problem.languages)} | {', '.join(table.get('tensormaps', [])) or '-'} "
+            f"| {constants or '-'} | {', '.join(required.get('sm_90a', [])) or '-'} "
+            f"| {', '.join(required.get('sm_100a', [])) or '-'} |")
+    return "\n".join(lines)

@@ -6,19 +6,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from evaluator.problems import get_problem, load_catalogue
+from evaluator.problems import CATALOGUE_DIR, get_problem, load_catalogue
 from evaluator.ptx import validate_upload
 from evaluator.ptx.native_abi import describe, from_problem
-from evaluator.ptx.table import table_errors
+from evaluator.ptx.table import languages_markdown, table_errors
 from evaluator.ptx.toolchain import find_tool
 
 CATALOGUE = load_catalogue()
 SINGLE = sorted(name for name, problem in CATALOGUE.items() if problem.kind == "single")
 MULTI = sorted(name for name, problem in CATALOGUE.items() if problem.kind == "multi")
+REPO = Path(__file__).resolve().parents[2]
 needs_ptxas = pytest.mark.skipif(find_tool("ptxas") is None, reason="ptxas is not installed")
 
 
@@ -34,6 +36,12 @@ def test_multi_gpu_problems_take_python_only() -> None:
 @pytest.mark.parametrize("name", sorted(CATALOGUE))
 def test_every_ptx_table_names_only_what_its_problem_has(name: str) -> None:
     assert table_errors(CATALOGUE[name]) == []
+
+
+def test_docs_show_the_problems_by_language_as_they_are() -> None:
+    native = [problem for problem in CATALOGUE.values() if problem.folder.parent == CATALOGUE_DIR]
+    assert languages_markdown(native) in (REPO / "docs" / "ptx.md").read_text(), (
+        "regenerate the table of docs/ptx.md section 3 with evaluator.ptx.table.languages_markdown")
 
 
 def test_the_table_check_finds_every_kind_of_mistake() -> None:

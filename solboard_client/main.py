@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from evaluator.vocabulary import LANGUAGES, MODES
 from solboard_client import commands as c
-from solboard_client import local
+from solboard_client import local, native
 from solboard_client.transport import ApiFailure, ServiceFailure
 
 COMMANDS = ("login", "problems", "problem", "submit", "status", "report", "cancel", "rerun", "leaderboard",
@@ -42,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     login.add_argument("--token", help="an existing token (else: username and password)")
     login.add_argument("--username")
     sub.add_parser("problems", parents=[common], help="list the problems")
-    sub.add_parser("problem", parents=[common], help="one problem: shapes, t_SOL").add_argument("name")
+    problem = sub.add_parser("problem", parents=[common], help="one problem: shapes, t_SOL; its native ABI")
+    problem.add_argument("name")
+    native.add_options(problem)
     submit = sub.add_parser("submit", parents=[common], help="submit a kernel")
     _kernel_options(submit)
     submit.add_argument("--mode", choices=MODES, default="test")
@@ -73,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "login": c.login, "problems": c.problems, "problem": c.problem, "submit": c.submit, "status": c.status,
+    "login": c.login, "problems": c.problems, "problem": native.problem, "submit": c.submit, "status": c.status,
     "report": c.report, "cancel": c.cancel, "rerun": c.rerun, "leaderboard": c.leaderboard, "check": c.check,
     "run": local.run,
 }

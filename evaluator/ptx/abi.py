@@ -9,6 +9,8 @@ given and which architecture features the ranking filter asks for::
     scalars = ["M", "N", "K"]              # axes a scalar parameter may carry (default: all)
     tensormaps = ["A", "B", "C"]           # tensors that may be passed as TMA tensor maps (default: none)
     archs = ["sm_90a", "sm_100a"]          # targets accepted (default: both)
+    [ptx.constants]
+    eps = 1e-6                             # real numbers an f32 parameter may carry by name
     [ptx.required_features]
     sm_90a = ["wgmma", "tma"]              # a ranking filter, not a failure: reported as missing
     sm_100a = ["tcgen05", "tma"]
@@ -58,9 +60,15 @@ _INTEGER_TYPES = {4: ("b32", "u32", "s32"), 8: ("b64", "u64", "s64")}
 @dataclass(frozen=True)
 class TensorInfo:
     name: str
-    shape: tuple[str | int, ...]
+    shape: tuple[str | int, ...]  # axis names, literal sizes or the catalogue's dim expressions
     dtype: str
     is_output: bool
+
+    def concrete_shape(self, axes: dict[str, int]) -> tuple[int, ...]:
+        """The sizes on one shape (``K/128``, ``2*I``, ``G+1`` as the catalogue reads them)."""
+        from evaluator.problems import TensorSpec
+
+        return TensorSpec(self.name, self.shape, self.dtype).concrete_shape(axes)
 
 
 @dataclass(frozen=True)
@@ -73,6 +81,11 @@ class ProblemAbi:
     archs: tuple[str, ...]
     required_features: dict[str, tuple[str, ...]] = field(default_factory=dict)
     shapes: tuple[dict[str, int], ...] = ()
+    #: Named real numbers an ``f32`` parameter may carry (``[ptx.constants]``: eps, softmax_scale).
+    constants: dict[str, float] = field(default_factory=dict)
+    #: Every input then every output, in the order the harness hands them to a kernel; ``tensors``
+    #: holds the ones a parameter may name.
+    every_tensor: dict[str, TensorInfo] = field(default_factory=dict)
 
 
 def problem_abi(problem: Any) -> ProblemAbi:
@@ -91,6 +104,8 @@ def problem_abi(problem: Any) -> ProblemAbi:
         archs=tuple(table.get("archs", DEFAULT_ARCHS)),
         required_features=required,
         shapes=tuple(dict(s.axes) for s in problem.shapes),
+        constants={name: float(value) for name, value in table.get("constants", {}).items()},
+        every_tensor=everything,
     )
 
 
@@ -207,6 +222,10 @@ def _param_mismatch(param: ParamSpec, declared: PtxParam) -> str | None:
         if (declared.align or 1) < 64:
             return "a tensor map parameter needs .align 64 or more"
         return None
+    if param.kind == "f32":
+        if declared.is_array or declared.type not in ("f32", "b32"):
+            return "an f32 constant needs a 4-byte float parameter (.f32/.b32)"
+        return None
     wanted = 8 if param.kind in ("ptr", "u64", "s64") else 4
     if declared.is_array or declared.type not in _INTEGER_TYPES[wanted]:
         what = "a pointer" if param.kind == "ptr" else f"a {param.kind} scalar"
@@ -238,6 +257,11 @@ def check_against_problem(spec: LaunchSpec, abi: ProblemAbi) -> list[str]:
 
 
 def _check_scalar(param: ParamSpec, abi: ProblemAbi, index: int) -> None:
+    if param.kind == "f32":
+        if param.constant not in abi.constants:
+            known = ", ".join(abi.constants) or "none"
+            raise SpecError(f"params[{index}]: {abi.name} has no constant {param.constant!r} (constants: {known})")
+        return
     if param.value_text in abi.axes and param.value_text not in abi.scalars:
         raise SpecError(
             f"params[{index}]: {abi.name} does not pass axis {param.value_text!r} as a scalar "
@@ -269,3 +293,37 @@ def _check_tensormap(param: ParamSpec, abi: ProblemAbi, index: int) -> None:
             f"params[{index}]: with swizzle {param.swizzle} the box's inner dimension may be "
             f"at most {span} bytes, it is {inner_bytes}"
         )
+
+
+#: TMA's own limits on a tensor (cuTensorMapEncodeTiled): at most 5 dims, each at most 2^32
+#: elements, every row pitch a multiple of 16 bytes below 2^40.
+TMA_MAX_RANK = 5
+TMA_MAX_DIM = 2**32
+TMA_MAX_PITCH = 2**40
+
+
+def tensormap_unfit(info: TensorInfo, axes: dict[str, int]) -> str | None:
+    """Why TMA cannot describe this tensor on this shape, or None when it can."""
+    dims = info.concrete_shape(axes)
+    if not 1 <= len(dims) <= TMA_MAX_RANK:
+        return f"{info.name!r} has {len(dims)} dims; TMA takes 1 to {TMA_MAX_RANK}"
+    if any(d > TMA_MAX_DIM for d in dims):
+        return f"{info.name!r} has a dim of more than 2^32 elements"
+    pitch = DTYPE_BYTES[info.dtype]
+    for dim in reversed(dims[1:]):
+        pitch *= dim
+        if pitch % 16 or pitch >= TMA_MAX_PITCH:
+            return (f"a row pitch of {info.name!r} {list(dims)} is {pitch} bytes; TMA needs a multiple of 16 "
+                    f"(below 2^40)")
+    return None
+
+
+def check_tensormaps_for_shape(spec: LaunchSpec, abi: ProblemAbi, axes: dict[str, int]) -> None:
+    """Every tensor map the spec asks for can be encoded on this shape (else the launch would fail)."""
+    for index, param in enumerate(spec.params):
+        if param.kind != "tensormap" or param.tensor not in abi.tensors:
+            continue
+        reason = tensormap_unfit(abi.tensors[param.tensor], axes)
+        if reason:
+            where = ", ".join(f"{k}={v}" for k, v in axes.items())
+            raise SpecError(f"params[{index}]: shape {where}: {reason}")

@@ -157,6 +157,7 @@ def check_problem_fit(build: Build, abi: abi_mod.ProblemAbi) -> None:
         check_static(spec, arch, entry)
         for axes in abi.shapes:
             check_shape(spec, arch, entry, static_smem, axes)
+            abi_mod.check_tensormaps_for_shape(spec, abi, axes)
     except SpecError as problem:
         result.errors.append(error("abi", problem.message))
     result.ok = not result.errors

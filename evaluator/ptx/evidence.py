@@ -193,3 +193,20 @@ def executed_opcodes_from_raw_csv(text: str, metric: str = NCU_OPCODE_METRIC) ->
             for opcode, count in parse_opcode_instances(row[column]).items():
                 counts[opcode] = counts.get(opcode, 0) + count
     return kernels
+
+
+def missing_reason(evidence: FeatureEvidence) -> str:
+    """Why a result is kept off the features track, in words: each missing feature with the
+    instructions looked for and where, then what was found instead ('' when nothing is missing)."""
+    if not evidence.missing:
+        return ""
+    if evidence.executed_families is not None:
+        level, found, column = "executed", evidence.executed_families, 1
+    elif evidence.sass_families:
+        level, found, column = "in the SASS", evidence.sass_families, 1
+    else:
+        level, found, column = "in the PTX", evidence.ptx_families, 0
+    parts = [f"{feature} (no {'/'.join(FEATURES.get(feature, ((), ()))[column]) or feature} {level})"
+             for feature in evidence.missing]
+    seen = ", ".join(f"{name} {count:,}" for name, count in sorted(found.items()) if count) or "none of the families"
+    return f"missing {' and '.join(parts)} on {evidence.arch}; found {seen}"

@@ -27,11 +27,12 @@ _SWIZZLE = {"none": "NONE", "32B": "32B", "64B": "64B", "128B": "128B"}
 _L2 = {"none": "NONE", "64B": "L2_64B", "128B": "L2_128B", "256B": "L2_256B"}
 _INTERLEAVE = {"none": "NONE", "16B": "16B", "32B": "32B"}
 _OOB = {"none": "NONE", "nan": "NAN_REQUEST_ZERO_FMA"}
-_SCALAR_CTYPES = {
+_SCALAR_CTYPES: dict[str, Any] = {
     "u32": ctypes.c_uint32,
     "s32": ctypes.c_int32,
     "u64": ctypes.c_uint64,
     "s64": ctypes.c_int64,
+    "f32": ctypes.c_float,  # a problem constant, rounded to the nearest fp32
 }
 
 
@@ -127,7 +128,7 @@ class ParamArray:
     storage for the next call is safe. ``keep`` holds the current call's tensor maps alive.
     """
 
-    def __init__(self, kinds: list[str], scalars: dict[int, int]) -> None:
+    def __init__(self, kinds: list[str], scalars: dict[int, int | float]) -> None:
         self._holders: list[Any] = []
         for index, kind in enumerate(kinds):
             if kind == "ptr":

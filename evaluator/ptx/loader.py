@@ -34,7 +34,8 @@ class NativeKernel:
         self.device_index = device_index
         self.arch = build.result.arch
         self.entry = build.result.entry or spec.entry
-        self._names = list(abi.tensors)
+        self._tensors = abi.every_tensor or abi.tensors  # the harness passes every tensor, in this order
+        self._names = list(self._tensors)
         self._tensor_maps: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self._static_smem = drv.static_smem(module)
 
@@ -53,7 +54,10 @@ class NativeKernel:
         check_shape(self.spec, get_arch(self.arch), _entry_of(self.build), self._static_smem, dict(axes))
         grid, block, smem = self.spec.grid_for(axes), self.spec.block_for(axes), self.spec.smem_for(axes)
         params = self.spec.params
-        scalars = {i: self.spec.scalar_for(p, axes) for i, p in enumerate(params) if p.value is not None}
+        scalars: dict[int, int | float] = {
+            i: self.spec.scalar_for(p, axes) for i, p in enumerate(params) if p.value is not None
+        }
+        scalars.update({i: self.abi.constants[p.constant] for i, p in enumerate(params) if p.constant})
         drv.allow_dynamic_smem(self.module, smem)
         array = drv.ParamArray([p.kind for p in params], scalars)
         pointers = [
@@ -63,10 +67,7 @@ class NativeKernel:
         ]
         maps = [(i, self._names.index(p.tensor or "")) for i, p in enumerate(params) if p.kind == "tensormap"]
         stream, module, cluster = _stream_getter(self.device_index), self.module, self.spec.cluster
-        shapes = [
-            tuple(axes[d] if isinstance(d, str) else d for d in info.shape)
-            for info in self.abi.tensors.values()
-        ]
+        shapes = [info.concrete_shape(axes) for info in self._tensors.values()]
         checked: list[bool] = []
 
         def run(*tensors: Any) -> None:

@@ -15,7 +15,8 @@ from evaluator.ptx.errors import SpecError
 from evaluator.ptx.expr import evaluate, parse_expression
 
 MARKER = "solboard-launch:"
-SCALAR_KINDS = ("u32", "s32", "u64", "s64", "f32")
+INTEGER_KINDS = ("u32", "s32", "u64", "s64")
+SCALAR_KINDS = (*INTEGER_KINDS, "f32")
 KINDS = ("ptr", "tensormap", *SCALAR_KINDS)
 SWIZZLES = ("none", "32B", "64B", "128B")
 INTERLEAVES = ("none", "16B", "32B")
@@ -25,7 +26,8 @@ _TOP_KEYS = {"entry", "grid", "block", "dynamic_smem", "cluster", "params"}
 _PARAM_KEYS = {
     "ptr": {"kind", "tensor"},
     "tensormap": {"kind", "tensor", "box", "swizzle", "interleave", "l2_promotion", "oob_fill"},
-    **{kind: {"kind", "axis", "value"} for kind in SCALAR_KINDS},
+    **{kind: {"kind", "axis", "value"} for kind in INTEGER_KINDS},
+    "f32": {"kind", "constant"},
 }
 
 Expr = ast.expr | int
@@ -35,8 +37,9 @@ Expr = ast.expr | int
 class ParamSpec:
     kind: str
     tensor: str | None = None
-    value: Expr | None = None  # scalars: an axis name or an expression over the axes
-    value_text: str = ""
+    value: Expr | None = None  # integer scalars: an axis name or an expression over the axes
+    value_text: str = ""  # integer scalars: the expression as written; f32: the constant's name
+    constant: str | None = None  # f32: a name from the problem's [ptx.constants]
     box: tuple[int, ...] = ()  # tensormap: TMA order, innermost (contiguous) dimension first
     swizzle: str = "none"
     interleave: str = "none"
@@ -179,7 +182,9 @@ def _param(raw: dict[str, Any], index: int, axes: tuple[str, ...]) -> ParamSpec:
     unknown = set(raw) - _PARAM_KEYS[kind]
     if unknown:
         raise SpecError(f"{where}: unknown key(s) {sorted(unknown)} for kind {kind!r}")
-    if kind in SCALAR_KINDS:
+    if kind == "f32":
+        return _constant_param(raw, where)
+    if kind in INTEGER_KINDS:
         return _scalar_param(raw, kind, axes, where)
     tensor = raw.get("tensor")
     if not isinstance(tensor, str):
@@ -199,9 +204,16 @@ def _scalar_param(raw: dict[str, Any], kind: str, axes: tuple[str, ...], where: 
         )
     if "axis" in raw and text not in axes:
         raise SpecError(f"{where}: unknown axis {text!r}; axes are {', '.join(axes)}")
-    if kind == "f32":
-        raise SpecError(f"{where}: f32 scalars are not supported yet; pass integers (u32/u64/s32/s64)")
     return ParamSpec(kind=kind, value=parse_expression(text, axes, where), value_text=str(text))
+
+
+def _constant_param(raw: dict[str, Any], where: str) -> ParamSpec:
+    """An fp32 parameter carries one of the problem's named constants (eps, softmax_scale), never
+    an expression: the problem says which real numbers its kernels may be given."""
+    name = raw.get("constant")
+    if not isinstance(name, str) or not name.isidentifier():
+        raise SpecError(f'{where}: an f32 parameter needs constant = "<name>" (one of the problem\'s constants)')
+    return ParamSpec(kind="f32", value_text=name, constant=name)
 
 
 def _tensormap_param(raw: dict[str, Any], tensor: str, where: str) -> ParamSpec:
@@ -249,4 +261,6 @@ def _param_summary(param: ParamSpec) -> dict[str, Any]:
             "l2_promotion": param.l2_promotion,
             "oob_fill": param.oob_fill,
         }
+    if param.kind == "f32":
+        return {"kind": "f32", "constant": param.constant}
     return {"kind": param.kind, "value": param.value_text}

@@ -167,6 +167,10 @@ class ProblemSerializer(ProblemSummarySerializer):
     baseline = serializers.CharField()
     ptx_abi = serializers.DictField(help_text="The PTX/CUDA kernel parameter ABI (docs/ptx.md).")
     required_features = serializers.DictField(help_text="arch -> architecture features a ranked kernel uses.")
+    native_abi = serializers.DictField(
+        help_text="Generated from the definition: languages, the kernel's parameters in order (pointers, "
+                  "scalars, fp32 constants), TMA-capable tensors, required features, and a launch spec with "
+                  "CUDA C++ and PTX skeletons that pass check-ptx (docs/ptx.md).")
     shapes = ShapeSerializer(many=True)
 
 

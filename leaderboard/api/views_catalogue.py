@@ -19,6 +19,7 @@ from leaderboard.api.errors import ApiError
 from leaderboard.api.presenters import agent_of
 from leaderboard.api.views_submissions import ERRORS, PAGE, PAGE_SIZE, ApiView, page_bounds
 from leaderboard.models import GpuType, Problem, RankingEntry, RankingTrack, Shape
+from leaderboard.web.native_abi import native_abi_body
 
 
 class PublicView(ApiView):
@@ -68,7 +69,8 @@ def problem_body(problem: Problem) -> dict[str, Any]:
     return {**problem_summary(problem), "description": problem.description, "axes": problem.axes,
             "tolerance": problem.tolerance, "inputs": problem.inputs, "outputs": problem.outputs,
             "baseline": problem.baseline_name, "ptx_abi": problem.ptx_abi,
-            "required_features": problem.required_features, "shapes": shapes}
+            "required_features": problem.required_features, "native_abi": native_abi_body(problem),
+            "shapes": shapes}
 
 
 def active_problem(name: str) -> Problem:

@@ -17,6 +17,8 @@ from django.conf import settings
 from django.db.models import Prefetch
 from django.utils import timezone
 
+from evaluator.ptx.evidence import missing_reason
+from evaluator.report import FeatureEvidence
 from leaderboard.dispatch.enqueue import max_inflight_per_user
 from leaderboard.models import (
     TERMINAL_STATUSES,
@@ -101,7 +103,11 @@ def features_note(evaluation: Evaluation, submission: Submission) -> str:
         return ""
     if meets_features(problem, gpu, evaluation.features_met):
         return f"uses the required features ({', '.join(required)}): on the required-features ranking"
-    return f"does not show the required features ({', '.join(required)}): not on the required-features ranking"
+    note = f"does not show the required features ({', '.join(required)}): not on the required-features ranking"
+    evidence = (evaluation.report or {}).get("evidence")
+    if not evidence:
+        return note + " (no architecture evidence: only PTX/CUDA submissions carry it)"
+    return f"{note}: {missing_reason(FeatureEvidence.model_validate(evidence))}"
 
 
 # ---------------------------------------------------------------- live state

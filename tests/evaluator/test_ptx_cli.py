@@ -66,3 +66,16 @@ def test_a_spec_file_replaces_the_comment_block(tmp_path: Path) -> None:
 
 def test_an_unreadable_file_exits_two() -> None:
     assert check_ptx("does/not/exist.ptx").returncode == 2
+
+
+@pytest.mark.skipif(find_tool("nvcc") is None, reason="nvcc is not installed")
+def test_check_ptx_takes_a_newly_native_problem_and_names_its_f32_constant(tmp_path: Path) -> None:
+    """check-ptx is the site's validation: a CUDA example of a problem that took Python only before
+    (rmsnorm, eps passed as an f32 constant) checks out on both targets."""
+    done = check_ptx("examples/cuda/rmsnorm.cu", "--arch", "sm_90a", "--arch", "sm_100a", "--problem", "rmsnorm",
+                     "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["ok"], result
+    assert result["spec"]["params"][-1] == {"kind": "f32", "constant": "eps"}
+    assert [arch["arch"] for arch in result["archs"]] == ["sm_90a", "sm_100a"]

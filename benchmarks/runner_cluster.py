@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any, Self
 
+from _bench import provenance as bench_provenance
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -131,16 +133,8 @@ class Cluster:
 
 
 def provenance() -> dict[str, Any]:
-    def git(*args: str) -> str:
-        out = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
-        return out.stdout.strip()
-
-    return {
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    """_bench's header, plus the machine and its load: these benchmarks share a machine with others."""
+    return bench_provenance() | {
         "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cores, {platform.platform()}",
-        "python": platform.python_version(),
-        # The GPU machine gets a copy of the tree without .git: the caller names the commit.
-        "commit": git("rev-parse", "HEAD") or os.environ.get("SOLBOARD_COMMIT", "unknown"),
-        "working_tree_dirty": bool(git("status", "--porcelain")),
         "load_average_at_start": os.getloadavg(),
     }

@@ -197,8 +197,8 @@ def _margins(problem: Problem, outputs: dict[str, torch.Tensor], reference: dict
         allowed = problem.tolerance_for(name).allowed_error(ref, scales.get(name))
         error = (out - ref).abs()
         ok = torch.isfinite(out) & (error <= allowed)
-        # matched as a count over the total: a mean in doubles read 1 - 1e-16 at 128256 elements,
-        # and every such row "failed" its matched_ratio of 1.0 (H200 round 13).
+        # matched as a count over the total: a mean in doubles reads 1 - 1e-16 on an all-exact row of
+        # 128256 elements, which "fails" a matched_ratio of 1.0 (results/baselines.md#audit-h200).
         result[name] = {"margin": round(float((error / allowed).max()), 4), "matched": int(ok.sum()) / ok.numel(),
                         "required": problem.tolerance_for(name).matched_ratio}
     return result

@@ -1,6 +1,6 @@
 """Measurement quality of the evaluator on a GPU (docs/harness.md targets), as a JSON file.
 
-    python benchmarks/measurement_quality.py --out benchmarks/results/measurement_quality_h200.json
+    python benchmarks/measurement_quality.py --out /tmp/measurement_quality_h200.json
 
 1. Spread: one kernel evaluated five times (fresh process each) -> spread of the medians
    (target <= 0.5% for kernels >= 20 us).

@@ -81,8 +81,9 @@ class Cluster:
         self.names.append(name)
 
     def check_alive(self) -> None:
-        """A site worker or runner node that died fails the wait at once, naming its log (round 7 on
-        the H200: a node whose control loop died left a benchmark waiting until its time limit)."""
+        """A site worker or runner node that died fails the wait at once, naming its log: on the H200 a
+        node whose control loop died (a Redis too old for kombu) left a benchmark waiting until its
+        time limit (benchmarks/results/fast_feedback.md#h200)."""
         for name, process in zip(self.names, self.processes):
             if process.poll() is not None:
                 raise RuntimeError(f"{name} exited with status {process.returncode}; see {self.folder / (name + '.log')}")

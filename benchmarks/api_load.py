@@ -6,7 +6,7 @@ database and a Redis index of its own that it creates and empties. No runner: su
 queued, which is what the long-polls wait on. Every loop is bounded in count and time; all
 traffic goes to the loopback.
 
-    .venv/bin/python benchmarks/api_load.py --out benchmarks/results/api_load.json
+    .venv/bin/python benchmarks/api_load.py --out api_load.json
 """
 
 from __future__ import annotations
@@ -26,14 +26,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: _bench beside it
+
+from _bench import percentile, provenance
+
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = (REPO / "examples/python/vector_add.py").read_text()
 PG_ADMIN = "postgres://postgres@127.0.0.1:5432/postgres"
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 def summary_ms(latencies: list[float]) -> dict[str, float]:
@@ -182,7 +181,7 @@ def with_waiters(base: str, tokens: list[str], submission_ids: list[int], waiter
 
 
 def owned_submissions(base: str, tokens: list[str]) -> list[int]:
-    ids = []
+    ids: list[int] = []
     for token in tokens:
         page = call(base, "/api/submissions?page_size=1", token)[2]
         ids.extend(row["id"] for row in page["results"])
@@ -214,8 +213,7 @@ def main() -> int:
         result = {
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "uvicorn_workers": args.workers,
                         "database": "PostgreSQL 127.0.0.1", "broker": "Redis 127.0.0.1"},
-            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                                     text=True, check=False).stdout.strip(),
+            "commit": provenance("cpu")["commit"],
             "ranked_rows": args.ranked_rows,
             "create_submissions": creation(base, tokens, args.per_client),
             "leaderboard_get": leaderboard_reads(base, tokens[0], **reads),

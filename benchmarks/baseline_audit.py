@@ -29,10 +29,7 @@ SOLBOARD_COMMIT.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
-import os
-import platform
 import statistics
 import sys
 import time
@@ -43,8 +40,10 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _bench beside it
 
 import torch
+from _bench import provenance as bench_provenance
 
 from evaluator.harness.correctness import poison_
 from evaluator.harness.work import error_scales
@@ -198,8 +197,8 @@ def _margins(problem: Problem, outputs: dict[str, torch.Tensor], reference: dict
         allowed = problem.tolerance_for(name).allowed_error(ref, scales.get(name))
         error = (out - ref).abs()
         ok = torch.isfinite(out) & (error <= allowed)
-        # matched as a count over the total: a mean in doubles read 1 - 1e-16 at 128256 elements,
-        # and every such row "failed" its matched_ratio of 1.0 (H200 round 13).
+        # matched as a count over the total: a mean in doubles reads 1 - 1e-16 on an all-exact row of
+        # 128256 elements, which "fails" a matched_ratio of 1.0 (results/baselines.md#audit-h200).
         result[name] = {"margin": round(float((error / allowed).max()), 4), "matched": int(ok.sum()) / ok.numel(),
                         "required": problem.tolerance_for(name).matched_ratio}
     return result
@@ -274,15 +273,8 @@ def speedups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def provenance(device: str) -> dict[str, Any]:
-    facts: dict[str, Any] = {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                             "commit": os.environ.get("SOLBOARD_COMMIT", "unknown"), "python": platform.python_version(),
-                             "torch": torch.__version__, "device": device}
-    try:
-        import triton
-
-        facts["triton"] = triton.__version__
-    except ImportError:
-        facts["triton"] = None
+    """_bench's header, with the device and, on a GPU, the CUDA and cuDNN builds the candidates ran on."""
+    facts = bench_provenance(device) | {"torch": torch.__version__, "device": device}
     if device == "cuda":
         facts.update(gpu=torch.cuda.get_device_name(), cuda=torch.version.cuda,
                      cudnn=torch.backends.cudnn.version())

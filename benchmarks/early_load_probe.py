@@ -1,14 +1,15 @@
 """Does the witness's early load slow the job it hides in? A GPU probe, one submission, three ways.
 
-H200 round 15 (benchmarks/results/h200_round15/): since the witness process loads the submission
-during the test stage (bb5909a), paged_decode_attention's jobs spend 27 s in their test stage and
-30-34 s in their ranked stage, against 4-6 s each in rounds 10-12 (its baseline and its example;
-the other 47 jobs of the round kept their stage times within ~0.7 s), and the baseline's profiled
-spans ran 27-58% longer than its CUDA events on 4 of 9 shapes (score 0.404, 0.508 in round 11).
+Since the witness process loads the submission during the test stage (bb5909a),
+paged_decode_attention's jobs spent 27 s in their test stage and 30-34 s in their ranked stage on
+the H200, against 4-6 s before (its baseline and its example; every other job kept its stage
+times), and the baseline's profiled spans ran 27-58% longer than its CUDA events on 4 of 9 shapes
+(score 0.404, 0.508 before). benchmarks/results/witness.md#thread-pool has what this probe found:
+the judge's per-core torch pool, not the early load.
 
 This runs the submission straight through ``python -m evaluator run --mode ranked`` (no runner
 jail), the modes of ``MODES`` in turn: the early load as shipped (the judge's torch on one CPU
-thread), the same with the judge on torch's per-core pool as in rounds 14-15 (the suspected
+thread), the same with the judge on torch's per-core pool as bb5909a and 3482640 had it (the suspected
 mechanism: a busy witness process or ncu taking a core from that pool), and the load after the
 ranked stage as before bb5909a. Meanwhile it
 samples the GPU (NVML: utilisation, memory, SM clock, per-process memory) and every
@@ -43,10 +44,10 @@ from evaluator.harness.telemetry import Nvml
 #: The stages of a ranked job in the order the judge enters them (``phase_seconds`` keys without a dot
 #: are sequential; the witness's sub-phases are inside ``witness``).
 STAGES = ("judge_start", "start_up", "baseline", "compile", "test", "witness.load_wait", "ranked", "witness")
-#: How each mode starts the judge's process: ``early`` as shipped (the early load, and since round 15
+#: How each mode starts the judge's process: ``early`` as shipped (the early load, and since 19cad5e
 #: the judge's torch on one CPU thread on every device); ``late`` with the witness process
 #: loaded after the ranked stage, as before bb5909a; ``early_pool`` as shipped but with the judge on
-#: torch's default pool, one thread per core, as in rounds 14-15 (``evaluator/harness/device.py``'s
+#: torch's default pool, one thread per core, as before 19cad5e (``evaluator/harness/device.py``'s
 #: ``single_threaded_host_work`` says why one thread; this mode shows whether that was the cause).
 MODES = {
     "early": ["-m", "evaluator"],

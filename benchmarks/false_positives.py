@@ -2,7 +2,7 @@
 (``runners.execute.run``: the runner's own path, in its jail) over every problem's example and its
 baseline (as a submission), several times, on the CPU development device or a GPU.
 
-    python benchmarks/false_positives.py --runs 2 --out benchmarks/results/false_positives_cpu.json
+    python benchmarks/false_positives.py --runs 2 --out /tmp/false_positives_cpu.json
     python benchmarks/false_positives.py --device cuda --gpu-type h200 --sets examples,baselines,natives,cheats \
         --runs 1 --budget-s 480 --out $OUT/runner_gpu.json
 

@@ -18,15 +18,17 @@ Sections (each bounded in time; a failing section is recorded and the round goes
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: _bench beside it
+
+from _bench import provenance as bench_provenance
 
 REPO = Path(__file__).resolve().parent.parent
 PROBLEMS = [
@@ -186,16 +188,10 @@ def section_native(calibration: list[str], artifacts: Path, shapes: str) -> list
 
 
 def provenance() -> dict:
-    smi = run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm",
-               "--format=csv,noheader"], 30)
-    probe = run([sys.executable, "-c",
-                 "import torch;print(torch.__version__, torch.version.cuda)"], 60)
-    return {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "commit": os.environ.get("SOLBOARD_COMMIT", "unknown"),
-        "gpu": smi["stdout"].strip(), "torch_cuda": probe["stdout"].strip(),
-        "python": platform.python_version(), "host": platform.node(),
-    }
+    """_bench's header and the torch build the evaluations ran with (a subprocess: this driver never
+    imports torch itself)."""
+    probe = run([sys.executable, "-c", "import torch;print(torch.__version__, torch.version.cuda)"], 60)
+    return bench_provenance() | {"torch_cuda": probe["stdout"].strip()}
 
 
 def main() -> int:

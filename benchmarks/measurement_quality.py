@@ -1,6 +1,6 @@
 """Measurement quality of the evaluator on a GPU (docs/harness.md targets), as a JSON file.
 
-    python benchmarks/measurement_quality.py --out benchmarks/results/measurement_quality_h200.json
+    python benchmarks/measurement_quality.py --out /tmp/measurement_quality_h200.json
 
 1. Spread: one kernel evaluated five times (fresh process each) -> spread of the medians
    (target <= 0.5% for kernels >= 20 us).
@@ -14,20 +14,20 @@ Provenance (date, GPU, driver, torch, commit) goes into the file.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 REPO = Path(__file__).resolve().parents[1]
 if __package__ in (None, "") and str(REPO) not in sys.path:
     # Run as a file (python benchmarks/measurement_quality.py): make the repository importable.
     sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _bench beside it
+
+from _bench import provenance as bench_provenance
 
 from evaluator.api import EvaluationRequest, evaluate
 
@@ -47,28 +47,18 @@ SPREAD_KERNEL = ("vector_add", "n16777216")
 
 
 def provenance() -> dict[str, Any]:
+    """_bench's header, with the GPU torch sees and the driver NVML reads."""
     import torch
 
-    try:
-        done = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10, check=False
-        )
-        commit = done.stdout.strip() if done.returncode == 0 else ""
-    except OSError:
-        commit = ""
     from evaluator.harness.device import nvml_driver
 
-    return {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    return bench_provenance() | {
         "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
         "driver": nvml_driver(),
-        "torch": torch.__version__,
-        "commit": commit or os.environ.get("SOLBOARD_COMMIT", "unknown"),
-        "ncu": shutil.which("ncu"),
     }
 
 
-def run(problem: str, shape_id: str, mode: str = "ranked", profile: bool = False) -> Any:
+def run(problem: str, shape_id: str, mode: Literal["test", "ranked"] = "ranked", profile: bool = False) -> Any:
     request = EvaluationRequest(
         problem=problem, file=GOOD[problem], device="cuda", mode=mode, shape_ids=(shape_id,), profile=profile
     )

@@ -28,10 +28,7 @@ the evaluator's pydantic; no Django, no network.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
-import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -41,19 +38,23 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _bench beside it
+
+from _bench import provenance as bench_provenance
 
 #: What the harness sets in every rank (evaluator/harness/multi_env.py): the measurement matches.
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 FIXTURES = REPO / "tests" / "fixtures" / "multi"
-#: Where a recorded busbw measurement lives once committed (later runs with PARTS=jobs read it).
-RECORDED_BUSBW = REPO / "benchmarks" / "results" / "multigpu_h200x2" / "busbw.json"
+#: The recorded busbw of two H200s (benchmarks/results/multigpu.md): a later run with PARTS=jobs
+#: reads it when its own folder has no busbw.json.
+RECORDED_BUSBW = REPO / "benchmarks" / "results" / "data" / "busbw_h200x2.json"
 #: cuda on the H200s; cpu for a dry run of this script (gloo).
 DEVICE = "cuda"
 
 
 def provenance() -> dict[str, Any]:
-    facts: dict[str, Any] = {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                             "host": socket.gethostname(), "commit": os.environ.get("SOLBOARD_COMMIT", "unknown")}
+    """_bench's header, with NCCL's version and every GPU as NVML names it (index, driver, UUID)."""
+    facts: dict[str, Any] = bench_provenance("cpu" if DEVICE == "cpu" else None)
     try:
         import torch
 

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Multi-GPU problems on a machine with 2 H200s: the NCCL path of the multi-GPU harness (first run in
-# round 6: benchmarks/results/multigpu_h200x2/README.md). Carry .whl/ (pydantic and
+# Multi-GPU problems on a machine with 2 H200s: the NCCL path of the multi-GPU harness (recorded
+# figures: benchmarks/results/multigpu.md). Carry .whl/ (pydantic and
 # its dependencies: the machine has torch, NCCL, ncu and nvidia-ml-py, no network, no Django). Run
 # from the repository root:
 #   SOLBOARD_COMMIT=$(git rev-parse HEAD) OUT=/some/dir bash benchmarks/multigpu_h200x2.sh [BUDGET_S] [SHAPES] [PROBLEMS]
 # SHAPES: all (default), quick or ranked. PROBLEMS: comma-separated (default: every multi-GPU problem,
 # alphabetically). Within 30 min of device time: first `570 quick` (every problem's quick shape, the
-# failures, busbw), then, with its busbw.json copied to benchmarks/results/multigpu_h200x2/ (read back
-# from there), PARTS=jobs `570 all allreduce,allgather_gemm,gemm_reducescatter` and PARTS=jobs
+# failures, busbw), then, with its busbw.json copied to benchmarks/results/data/busbw_h200x2.json (read
+# back from there), PARTS=jobs `570 all allreduce,allgather_gemm,gemm_reducescatter` and PARTS=jobs
 # `570 all vocab_parallel_logprob,ring_attention_fwd`.
-# Writes under $OUT (copy them to benchmarks/results/multigpu_h200x2/ afterwards):
+# Writes under $OUT (the figures go to benchmarks/results/multigpu.md, not the files):
 #   env.txt         date, commit, GPUs, driver, NVLink topology and link state, torch and NCCL versions
 #   busbw.json      NCCL all-reduce bus bandwidth 1 MiB-1 GiB (the calibrated link ceiling)
 #   failures.json   deadlock / crash / multicast fixtures: statuses and whether both GPUs were freed

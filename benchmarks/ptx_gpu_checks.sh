@@ -5,7 +5,7 @@
 #   3. the wgmma+TMA example in ranked mode (cold L2, SOL, score against cuBLAS)
 #   4. ncu per-opcode executed counts of the wgmma example (the format evidence.py parses)
 # Usage (repository root, CUDA machine): OUT=folder sh benchmarks/ptx_gpu_checks.sh   (8 files)
-OUT=${OUT:-benchmarks/results/ptx}
+OUT=${OUT:?set OUT to the folder that receives the results}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 timeout 200 python3 -m pytest -q -p no:cacheprovider -o addopts="" tests/evaluator/test_ptx_gpu.py > "$OUT/pytest_gpu.log" 2>&1

@@ -230,7 +230,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--out", type=Path, default=Path("."))
+    parser.add_argument("--out", type=Path, required=True, help="the folder that receives the results")
     parser.add_argument("--fault", action="store_true")
     parser.add_argument("--one", action="store_true")
     args = parser.parse_args()

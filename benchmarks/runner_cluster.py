@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any, Self
 
+from _bench import provenance as bench_provenance
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -79,8 +81,9 @@ class Cluster:
         self.names.append(name)
 
     def check_alive(self) -> None:
-        """A site worker or runner node that died fails the wait at once, naming its log (round 7 on
-        the H200: a node whose control loop died left a benchmark waiting until its time limit)."""
+        """A site worker or runner node that died fails the wait at once, naming its log: on the H200 a
+        node whose control loop died (a Redis too old for kombu) left a benchmark waiting until its
+        time limit (benchmarks/results/fast_feedback.md#h200)."""
         for name, process in zip(self.names, self.processes):
             if process.poll() is not None:
                 raise RuntimeError(f"{name} exited with status {process.returncode}; see {self.folder / (name + '.log')}")
@@ -131,16 +134,8 @@ class Cluster:
 
 
 def provenance() -> dict[str, Any]:
-    def git(*args: str) -> str:
-        out = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
-        return out.stdout.strip()
-
-    return {
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    """_bench's header, plus the machine and its load: these benchmarks share a machine with others."""
+    return bench_provenance() | {
         "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cores, {platform.platform()}",
-        "python": platform.python_version(),
-        # The GPU machine gets a copy of the tree without .git: the caller names the commit.
-        "commit": git("rev-parse", "HEAD") or os.environ.get("SOLBOARD_COMMIT", "unknown"),
-        "working_tree_dirty": bool(git("status", "--porcelain")),
         "load_average_at_start": os.getloadavg(),
     }

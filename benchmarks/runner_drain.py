@@ -6,7 +6,7 @@ terminal and passed, started exactly once (attempts == 1, so no duplicate delive
 of ShapeResults; and across evaluations: both runners took work, no user exceeded the in-flight
 limit at any sample. Writes JSON with throughput and the checks.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/runner_drain.py [--n 200] [--users 4]
+    PYTHONPATH=. .venv/bin/python benchmarks/runner_drain.py --out drain.json [--n 200] [--users 4]
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import argparse
 import json
 import time
 from collections import Counter
-from pathlib import Path
 
+from _bench import output_argument
 from runner_cluster import REPO, Cluster, provenance
 
 
@@ -42,7 +42,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--users", type=int, default=4)
     parser.add_argument("--timeout", type=float, default=3600)
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks/results/runner_drain.json")
+    output_argument(parser, "the JSON")
     args = parser.parse_args()
     source = (REPO / "examples/python/vector_add.py").read_text()
     info = provenance()

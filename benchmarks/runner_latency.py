@@ -2,7 +2,7 @@
 one CPU runner, one submission at a time, N times (default 50). Prints and writes JSON with p50 /
 p95 / mean / max of (finished_at - submit time) and the wall time of each stage seen by the site.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/runner_latency.py [--n 50] [--out benchmarks/results/runner_latency.json]
+    PYTHONPATH=. .venv/bin/python benchmarks/runner_latency.py --out latency.json [--n 50]
 """
 
 from __future__ import annotations
@@ -11,22 +11,16 @@ import argparse
 import json
 import statistics
 import time
-from pathlib import Path
 
+from _bench import output_argument, percentile
 from runner_cluster import REPO, Cluster, provenance
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[index]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=50)
     parser.add_argument("--mode", default="ranked")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks/results/runner_latency.json")
+    output_argument(parser, "the JSON")
     args = parser.parse_args()
     source = (REPO / "examples/python/vector_add.py").read_text()
     info = provenance()

@@ -23,6 +23,9 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _bench beside it
+
+from _bench import Benchmark, perf_report, provenance, write_json
 
 from evaluator.harness.correctness import allocate_outputs
 from evaluator.harness.work import error_scales
@@ -43,6 +46,41 @@ def outside(problem: Any, name: str, out: torch.Tensor, ref: torch.Tensor, scale
                       "expected": float(ref.reshape(-1)[worst]), "allowed": float(allowed.reshape(-1)[worst])}}
 
 
+def margins_benchmark(problem: Any, shape: Any, variants: list[str], seeds: int, device: str) -> Benchmark:
+    """The declared grid: every distribution at SEEDS random 48-bit seeds (as a job's secret seed);
+    each point runs every variant on the same inputs, so its rows compare like with like."""
+    points = [(distribution, secrets.randbits(48)) for distribution in problem.distributions for _ in range(seeds)]
+    return Benchmark("seed_margins", x_names=("distribution", "seed"), x_vals=points,
+                     args={"problem": problem, "shape": shape, "variants": tuple(variants), "device": device})
+
+
+def variant_margins(problem: Any, shape: Any, variants: tuple[str, ...], device: str, distribution: str,
+                    seed: int) -> list[dict[str, Any]]:
+    """One point: the inputs of (distribution, seed), then each variant's worst margin per output."""
+    module = problem.reference_module()
+    inputs = module.generate_inputs(shape.axes, seed, device, distribution)
+    reference = module.reference(inputs, shape.axes)
+    scales = error_scales(problem, module, inputs, shape.axes)
+    rows = []
+    for name in variants:
+        outputs = allocate_outputs(problem.outputs, shape.axes, device)
+        getattr(module, name)(*inputs.values(), *outputs.values(), **problem.call_kwargs(shape.axes))
+        rows.append({"variant": name, "outputs": {key: outside(problem, key, outputs[key], ref, scales.get(key))
+                                                  for key, ref in reference.items()}})
+    return rows
+
+
+def summary_of(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per variant and distribution: seeds run, seeds with an element outside, the worst margin."""
+    summary: dict[str, Any] = {}
+    for row in rows:
+        entry = summary.setdefault(f"{row['variant']}/{row['distribution']}", {"seeds": 0, "failed": 0, "worst": 0.0})
+        entry["seeds"] += 1
+        entry["failed"] += any(o["outside"] for o in row["outputs"].values())
+        entry["worst"] = max(entry["worst"], *(o["margin"] for o in row["outputs"].values()))
+    return summary
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("problem")
@@ -50,38 +88,23 @@ def main() -> int:
     parser.add_argument("--variants", default="baseline", help="functions of the reference module, comma-separated")
     parser.add_argument("--seeds", type=int, default=16, help="random 48-bit seeds, as a job's secret seed")
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True, help="JSON file, rewritten after every seed")
     args = parser.parse_args()
     problem = get_problem(args.problem)
-    shape = problem.shape(args.shape)
-    module = problem.reference_module()
-    variants = {name: getattr(module, name) for name in args.variants.split(",")}
-    rows = []
-    for distribution in problem.distributions:
-        for _ in range(args.seeds):
-            seed = secrets.randbits(48)
-            inputs = module.generate_inputs(shape.axes, seed, args.device, distribution)
-            reference = module.reference(inputs, shape.axes)
-            scales = error_scales(problem, module, inputs, shape.axes)
-            for name, function in variants.items():
-                outputs = allocate_outputs(problem.outputs, shape.axes, args.device)
-                function(*inputs.values(), *outputs.values(), **problem.call_kwargs(shape.axes))
-                row = {"variant": name, "distribution": distribution, "seed": seed,
-                       "outputs": {key: outside(problem, key, outputs[key], ref, scales.get(key))
-                                   for key, ref in reference.items()}}
-                rows.append(row)
-                print(json.dumps({k: v for k, v in row.items() if k != "outputs"}
-                                 | {key: (o["margin"], o["outside"]) for key, o in row["outputs"].items()}), flush=True)
-            del inputs, reference
-    summary: dict[str, Any] = {}
-    for row in rows:
-        entry = summary.setdefault(f"{row['variant']}/{row['distribution']}", {"seeds": 0, "failed": 0, "worst": 0.0})
-        entry["seeds"] += 1
-        entry["failed"] += any(o["outside"] for o in row["outputs"].values())
-        entry["worst"] = max(entry["worst"], *(o["margin"] for o in row["outputs"].values()))
-    args.out.write_text(json.dumps({"problem": args.problem, "shape": args.shape, "summary": summary, "rows": rows},
-                                   indent=1))
-    print(json.dumps(summary, indent=1))
+    benchmark = margins_benchmark(problem, problem.shape(args.shape), args.variants.split(","), args.seeds,
+                                  args.device)
+    header = provenance(args.device)
+
+    def keep(rows: list[dict[str, Any]]) -> None:
+        for row in rows[-len(benchmark.args["variants"]):]:
+            print(json.dumps({key: row[key] for key in ("variant", "distribution", "seed")}
+                             | {key: (o["margin"], o["outside"]) for key, o in row["outputs"].items()}), flush=True)
+        write_json(args.out, {"problem": args.problem, "shape": args.shape, "summary": summary_of(rows),
+                              "rows": rows}, header)
+
+    mark = perf_report(benchmark)(variant_margins)
+    rows = mark.run(print_data=False, on_rows=keep)[benchmark.name]
+    print(json.dumps(summary_of(rows), indent=1))
     return 0
 
 

@@ -2,8 +2,8 @@
 
     python3 benchmarks/timing_gap.py --out gap.json
 
-Round 2 (benchmarks/results/h200_round2) found our median 1.1-2.4 us below ncu on kernels under
-25 us and 4.1% above it on a 4096^3 bf16 GEMM. This script measures the same calls several ways
+Before the launch gate our median read 1.1-2.4 us below ncu on kernels under 25 us and 4.1% above
+it on a 4096^3 bf16 GEMM (benchmarks/results/timing.md#quality). This script measures the same calls several ways
 in one process so the causes can be told apart:
 
 - CUPTI device span per call (torch.profiler, as the harness does): warm back to back; cold (L2

@@ -3,11 +3,12 @@
 # serves them (docs/configuration.md: uvicorn with the ASGI app, DEBUG off, static files collected,
 # the page cache in Redis, the site worker, which rebuilds out-of-date pages), 50 locust users
 # loading the ranking pages and the home page for 60 s while new results arrive.
-# Traffic stays on 127.0.0.1. Results: benchmarks/results/web/ (locust CSVs and summary.txt, with the
-# machine's load average before and after: other work on the machine shows in the figures).
+# Traffic stays on 127.0.0.1. Results under $OUT (locust CSVs and summary.txt, with the machine's
+# load average before and after: other work on the machine shows in the figures); the recorded
+# figures are in benchmarks/results/site.md.
 #
-#   benchmarks/web_bench.sh            seed a fresh database (about 15 min on 2 cores), then load it
-#   REUSE=1 benchmarks/web_bench.sh    load the database seeded by an earlier run
+#   OUT=/tmp/web benchmarks/web_bench.sh            seed a fresh database (about 15 min on 2 cores), then load it
+#   REUSE=1 OUT=/tmp/web benchmarks/web_bench.sh    load the database seeded by an earlier run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,7 +20,7 @@ USERS=${USERS:-50}
 DURATION=${DURATION:-60s}
 WORKERS=${WORKERS:-4}  # as in the production example
 PORT=${PORT:-8077}
-OUT=${OUT:-benchmarks/results/web}
+OUT=${OUT:?set OUT to the folder that receives the results}
 mkdir -p "$OUT"
 
 # The production example (docs/configuration.md), on loopback without TLS.

@@ -1,8 +1,10 @@
 """The witness's cost per ranked shape over the catalogue, from recorded runner jobs.
 
-Takes the results of ``benchmarks/false_positives.py`` (``runner_*.json``, in the order given: a
-later file's job replaces an earlier one of the same problem and submission) and reports, over the
-latest job of every problem's baseline and example, the witness's seconds per ranked shape:
+Takes the results of ``benchmarks/false_positives.py`` (``runner_*.json``) or a compact record of them
+(``benchmarks/runner_record.py``; its sources in order, ``--since``/``--until`` keep those run in a
+window), in the order given: a later job replaces an earlier one of the same problem and submission.
+Over the latest job of every problem's baseline and example it reports the witness's seconds per
+ranked shape:
 
 - ``measured``: each job's own ``witness`` phase (since bb5909a it holds the early load's wait);
 - ``projected``: jobs recorded before the early load (no ``witness.load_wait`` phase) counted as if
@@ -10,7 +12,7 @@ latest job of every problem's baseline and example, the witness's seconds per ra
   shapes keep three witnessed calls: a projection (an overestimate where the two-call rule would
   apply), until those jobs run again.
 
-    python3 benchmarks/witness_cost.py benchmarks/results/h200_round1[0-4]/*/runner_*.json
+    python3 benchmarks/witness_cost.py benchmarks/results/data/runner_jobs_h200.json --since 2026-12-02T13
 """
 
 from __future__ import annotations
@@ -18,16 +20,32 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: runner_record beside it
 
-def latest_jobs(files: list[Path]) -> dict[tuple[str, str], dict[str, Any]]:
+from runner_record import sources_of
+
+
+def job_lists(path: Path, since: str = "", until: str = "") -> list[tuple[str, list[dict[str, Any]]]]:
+    """(where, jobs) of a raw runner file, or of each source of a compact record run in [since, until]."""
+    data = json.loads(path.read_text())
+    if "sources" not in data:
+        return [(str(path), data.get("results", []))]
+    dates = {source["label"]: source.get("date") or "" for source in data["sources"]}
+    return [(f"{path}#{label}", jobs) for label, jobs in sources_of(data)
+            if since <= dates[label] and (not until or dates[label] <= until)]
+
+
+def latest_jobs(files: list[Path], since: str = "", until: str = "") -> dict[tuple[str, str], dict[str, Any]]:
     jobs: dict[tuple[str, str], dict[str, Any]] = {}
     for path in files:
-        for job in json.loads(path.read_text()).get("results", []):
-            if job.get("submission") in ("baseline", "example") and job.get("phases"):
-                jobs[(job["problem"], job["submission"])] = {**job, "file": str(path)}
+        for where, results in job_lists(path, since, until):
+            for job in results:
+                if job.get("submission") in ("baseline", "example") and job.get("phases"):
+                    jobs[(job["problem"], job["submission"])] = {**job, "file": where}
     return jobs
 
 
@@ -42,6 +60,11 @@ def projected_seconds(job: dict[str, Any]) -> tuple[float, bool]:
         return phases["witness"], False
     load = phases.get("witness.load", 0.0)
     return phases["witness"] - load + max(0.0, load - phases.get("test", 0.0)), True
+
+
+def median(values: list[float]) -> float | None:
+    """None where no job reached the witness (a CPU dry run, a call cut before its first shape)."""
+    return statistics.median(values) if values else None
 
 
 def summary(jobs: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
@@ -65,7 +88,7 @@ def summary(jobs: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
         "recorded_s_per_shape": mean(rows, "witness_s"),
         "measured_s_per_shape": mean(measured, "counted_s"),
         "catalogue_s_per_shape": mean(rows, "counted_s"),
-        "median_job_s_per_shape": statistics.median(r["s_per_shape"] for r in rows if r["s_per_shape"]),
+        "median_job_s_per_shape": median([row["s_per_shape"] for row in rows if row["s_per_shape"]]),
         "rows": rows,
     }
 
@@ -74,8 +97,10 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("files", nargs="+", type=Path)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--since", default="", help="a record's sources run at or after this ISO date")
+    parser.add_argument("--until", default="", help="... and at or before this one")
     args = parser.parse_args()
-    result = summary(latest_jobs(args.files))
+    result = summary(latest_jobs(args.files, args.since, args.until))
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))
     for row in result["rows"]:

@@ -30,14 +30,21 @@ def as_json(value: Any, out: TextIO = sys.stdout) -> None:
 
 
 def evaluation_line(evaluation: dict[str, Any]) -> str:
-    text = f"#{evaluation['id']} {evaluation['gpu_type']} {evaluation['mode']} run {evaluation['run_number']}: "
-    text += evaluation["status"]
+    """One evaluation as people see it: within its submission ("submission 12, cpu ranked run 1"),
+    never by the evaluation's own id, which the commands do not take."""
+    label = evaluation.get("label") or (f"{evaluation['gpu_type']} {evaluation['mode']} "
+                                        f"run {evaluation['run_number']}")
+    text = f"{label}: {evaluation['status']}"
     if evaluation.get("queue_position") is not None:
-        text += f" (position {evaluation['queue_position']})"
+        text += f" (position {evaluation['queue_position']} in the {evaluation['gpu_type']} queue)"
+    if evaluation.get("runners_online") == 0:
+        text += f" - no {evaluation['gpu_type']} runner online"
     if evaluation.get("evaluator_status"):
         text += f" [{evaluation['evaluator_status']}]"
     if evaluation.get("score") is not None:
         text += f" score {evaluation['score']:.4f}"
+        if evaluation.get("development_device"):
+            text += " (CPU development board)"
     if evaluation.get("provisional"):
         text += " (provisional)"
     return text

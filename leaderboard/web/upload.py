@@ -11,6 +11,7 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
@@ -18,6 +19,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from leaderboard.models import GpuType, Language, Mode, Problem
+from leaderboard.queues import availability, live_runners_by_queue, unserved
 from leaderboard.submissions import create_submission
 
 #: Fields of ``create_submission``'s errors that the form shows elsewhere.
@@ -26,6 +28,12 @@ ERROR_FIELDS = {"source_sha256": "source"}
 
 def _kib(size: int) -> str:
     return f"{size / 1024:.0f} KiB"
+
+
+def gpu_label(gpu: GpuType, served: bool) -> str:
+    """The GPU type's checkbox label; it says when no runner would take the job now."""
+    label = gpu.name + (" (development, CPU)" if gpu.development_device else "")
+    return label if served else f"{label} — no runner online"
 
 
 class UploadForm(forms.Form):
@@ -49,9 +57,9 @@ class UploadForm(forms.Form):
             self.data = self.data.copy()  # mutable: an uploaded file's text is put in the source box
         self.fields["problem"].choices = [
             (name, f"{title} ({name})") for name, title in Problem.objects.filter(active=True).values_list("name", "title")]
-        self.fields["gpu_types"].choices = [
-            (gpu.key, f"{gpu.name}{' (development, CPU)' if gpu.development_device else ''}")
-            for gpu in GpuType.objects.order_by("development_device", "key")]
+        served = live_runners_by_queue()
+        self.fields["gpu_types"].choices = [(gpu.key, gpu_label(gpu, availability(gpu.key, 1, served).served))
+                                            for gpu in GpuType.objects.order_by("development_device", "key")]
         self.fields["source"].help_text = f"At most {_kib(settings.SOLBOARD_MAX_SOURCE_BYTES)}."
 
     def clean_source_file(self) -> str | None:
@@ -95,10 +103,12 @@ def _submit(request: HttpRequest, form: UploadForm) -> HttpResponse | None:
         submission = create_submission(request.user, data["problem"], data["language"], data["source"],
                                        data["gpu_types"], data["mode"], data["launch_spec"] or None)
     except ValidationError as error:
-        for field, messages in error.message_dict.items():
+        for field, errors in error.message_dict.items():
             name = ERROR_FIELDS.get(field, field)
-            form.add_error(name if name in form.fields else None, messages)
+            form.add_error(name if name in form.fields else None, errors)
         return None
+    for found in unserved(list(data["gpu_types"]), submission.problem.world_size):
+        messages.warning(request, found.warning()[0].upper() + found.warning()[1:] + ".")
     return redirect("submission", pk=submission.pk)
 
 

@@ -39,7 +39,7 @@ def test_the_home_page_lists_the_synced_problems(client: Client, problems: dict[
     page = client.get("/").content.decode()
     for problem in problems.values():
         assert problem.title in page or problem.name in page
-    assert "development only, never ranked" in page
+    assert "development board: ranked only among CPU results" in page
 
 
 def test_the_api_schema_and_docs_are_served(client: Client) -> None:

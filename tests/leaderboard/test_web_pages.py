@@ -266,7 +266,7 @@ def test_the_home_page_shows_the_best_score_per_gpu_type_and_the_queues(
     assert "alice" in row[: row.index("</tr>")] and "bob" not in row[: row.index("</tr>")]
     queue = page[page.index('data-gpu-type="h100"'):]
     assert re.search(r'<td class="num">1</td>', queue[: queue.index("</tr>")])
-    assert "development only, never ranked" in page
+    assert "development board: ranked only among CPU results" in page
 
 
 def test_the_user_page_lists_submissions_and_best_ranks(client: Client, alice: Any, bob: Any,

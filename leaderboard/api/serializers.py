@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from rest_framework import serializers
 
+from evaluator.vocabulary import DEFAULT_MODE
 from leaderboard.models import Language, Mode
 
 MAX_BATCH = 16
@@ -55,7 +56,8 @@ class SubmitSerializer(serializers.Serializer):
                                       max_length=MAX_GPU_TYPES)
     source = StrictCharField(min_length=1, trim_whitespace=False)
     launch_spec = StrictCharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
-    mode = serializers.ChoiceField(choices=Mode.values, default=Mode.TEST)
+    mode = serializers.ChoiceField(choices=Mode.values, default=DEFAULT_MODE,
+                                   help_text=f"Default {DEFAULT_MODE}, as the upload form and the CLI.")
     filename = StrictCharField(required=False, allow_blank=True, max_length=255)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

@@ -74,7 +74,8 @@ class UploadForm(forms.Form):
                              widget=forms.Textarea(attrs={"rows": 18, "spellcheck": "false"}))
     launch_spec = forms.CharField(required=False, strip=False, label="Launch spec (PTX / CUDA, optional)",
                                   widget=forms.Textarea(attrs={"rows": 5, "spellcheck": "false"}),
-                                  help_text="TOML; may instead sit in the source's header comment (docs/ptx.md).")
+                                  help_text="TOML; may instead sit in the source's header comment "
+                                  '(<a href="/docs/ptx.md">docs/ptx.md</a>).')
     mode = forms.ChoiceField(choices=Mode.choices, initial=DEFAULT_MODE, widget=forms.RadioSelect,
                              help_text=f"Default {DEFAULT_MODE} (as the API and the CLI). test: correctness and "
                              "timing, never ranked; ranked: secret seed, witnessed timing, enters the rankings.")

@@ -47,7 +47,9 @@ def live_site(var: Path, **extra_env: str) -> Iterator[dict[str, str]]:
     port = free_port()
     env = {key: value for key, value in os.environ.items()
            if key not in ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "SOLBOARD_CACHE_URL")}
-    env.update(SOLBOARD_VAR=str(var), PORT=str(port), PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", **extra_env)
+    # The page cache make run uses (a folder), named here too so `manage` commands share it.
+    env.update(SOLBOARD_VAR=str(var), PORT=str(port), PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1",
+               SOLBOARD_CACHE_URL=f"file://{var / 'cache'}", **extra_env)
     log = var / "run.log"
     with log.open("wb") as out:
         process = subprocess.Popen([*SOLBOARD, "dev"], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,

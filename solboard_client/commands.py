@@ -103,9 +103,10 @@ def _summaries(body: dict[str, Any]) -> list[dict[str, Any]]:
     return [render.evaluation_summary(e) for e in body["evaluations"]]
 
 
-def _announce(body: dict[str, Any], out: Output) -> None:
+def _announce(body: dict[str, Any], out: Output, waiting: bool) -> None:
+    """The submitted event; its warnings too unless waiting, whose reporter says each once."""
     out.event("submitted", submission_id=body["id"], evaluations=_summaries(body))
-    for warning in body.get("warnings", []):
+    for warning in [] if waiting else body.get("warnings", []):
         out.warning(warning["code"], warning["message"], gpu_type=warning["gpu_type"], submission_id=body["id"])
 
 
@@ -114,7 +115,7 @@ def submit(args: argparse.Namespace, out: Output) -> int:
     body = _submission_body(args, path, api)
     key = args.idempotency_key or str(uuid.uuid4())  # our own retries never submit twice
     created = _post_with_retries(api, "/api/submissions", body, {"Idempotency-Key": key})
-    _announce(created, out)
+    _announce(created, out, waiting=args.wait or args.mode == "profile")
     if args.wait or args.mode == "profile":
         return _wait_and_report(api, created, args, out, "submit")
     out.result("submit", created, lambda: print(f"submitted submission {created['id']}: " + "; ".join(
@@ -175,7 +176,7 @@ def rerun(args: argparse.Namespace, out: Output) -> int:
         request["mode"] = MODE_OF[args.mode]
     api = client(args)
     body = api.post(f"/api/submissions/{args.id}/rerun", request)
-    _announce(body, out)
+    _announce(body, out, waiting=args.wait or args.mode == "profile")
     if args.wait or args.mode == "profile":
         return _wait_and_report(api, body, args, out, "rerun")
     out.result("rerun", body, lambda: print(f"re-run queued for submission {body['id']}"))

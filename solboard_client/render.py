@@ -141,6 +141,9 @@ def profiles(body: dict[str, Any], out: TextIO = sys.stdout) -> None:
     """Each shape's Nsight Compute profile from the reports (``--mode profile``), or why there is none."""
     for evaluation in body["evaluations"]:
         print(f"\nprofile: {evaluation_line(evaluation)}", file=out)
+        if evaluation.get("development_device"):
+            print("  none: the CPU development device has no Nsight Compute (GPU runners profile with ncu)", file=out)
+            continue
         shapes = (evaluation.get("report") or {}).get("shapes") or []
         if not shapes:
             print("  no report with shapes (the evaluation did not pass its timing stage)", file=out)

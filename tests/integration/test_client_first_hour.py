@@ -114,7 +114,8 @@ def test_waiting_for_a_gpu_type_no_runner_serves_stops_with_exit_5(site: dict[st
     submission = found[0]["submission_id"]
     assert found[-1]["reason"] == "no_runner" and found[-1]["exit_status"] == 5
     assert f"submission {submission} stays queued" in found[-1]["message"]
-    assert "warning: no runner for h100 is online" in done.stderr
+    assert done.stderr.count("warning: no runner for h100 is online") == 1  # said once, not per poll
+    assert [event["gpu_type"] for event in found if event["event"] == "warning"] == ["h100"]
     status = solboard(site, "status", str(submission))
     assert f"submission {submission}, h100 test run 1: queued (position 1 in the h100 queue)" in status.stdout
     assert "no h100 runner online" in status.stdout

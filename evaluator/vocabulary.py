@@ -15,6 +15,9 @@ Mode = Literal["test", "ranked"]
 
 LANGUAGES: tuple[Language, ...] = get_args(Language)
 MODES: tuple[Mode, ...] = get_args(Mode)
+#: What the API, the upload form and the CLI submit when no mode is given: correctness and timing,
+#: never ranked (ranked mode adds the secret seed and the witness, and enters the rankings).
+DEFAULT_MODE: Mode = "test"
 #: Built by native tools (ptxas, nvcc) rather than imported by Python: they need a GPU.
 NATIVE_LANGUAGES: tuple[Language, ...] = ("ptx", "cuda")
 

@@ -154,8 +154,12 @@ class ShapeResultInline(admin.TabularInline):
 
 @admin.register(Evaluation)
 class EvaluationAdmin(admin.ModelAdmin):
-    list_display = ["id", "submission", "gpu_type", "mode", "run_number", "status", "evaluator_status",
-                    "score", "rank_eligible", "runner", "attempts", "queued_at", "finished_at"]
+    """One row per evaluation, read as the site shows it: its submission (problem, user), then the
+    GPU type, mode and run; the evaluation's own id last, for support and logs."""
+
+    list_display = ["run_label", "problem", "user", "status", "evaluator_status", "score", "rank_eligible",
+                    "runner", "attempts", "queued_at", "finished_at", "id"]
+    list_display_links = ["run_label"]
     list_filter = ["status", "mode", "gpu_type", "rank_eligible", "cancel_requested", "submission__problem",
                    "submission__language"]
     search_fields = ["=job_id", "submission__user__username", "submission__source_sha256", "runner__name"]
@@ -163,9 +167,22 @@ class EvaluationAdmin(admin.ModelAdmin):
     readonly_fields = ["job_id", "submission", "report", "log", "telemetry", "flags", "evaluator_status",
                        "queued_at", "enqueued_at", "started_at", "finished_at", "attempts", "queue"]
     date_hierarchy = "queued_at"
-    list_select_related = ["submission", "gpu_type", "runner"]
+    list_select_related = ["submission__problem", "submission__user", "gpu_type", "runner"]
     inlines = [ShapeResultInline]
     actions = [cancel_selected, "withdraw_from_rankings"]
+
+    @admin.display(description="run", ordering="submission_id")
+    def run_label(self, evaluation: Evaluation) -> str:
+        return (f"submission {evaluation.submission_id} · {evaluation.gpu_type.key} {evaluation.mode} "
+                f"run {evaluation.run_number}")
+
+    @admin.display(description="problem", ordering="submission__problem__name")
+    def problem(self, evaluation: Evaluation) -> str:
+        return evaluation.submission.problem.name
+
+    @admin.display(description="user", ordering="submission__user__username")
+    def user(self, evaluation: Evaluation) -> str:
+        return str(evaluation.submission.user.get_username())
 
     @admin.action(description="Withdraw from rankings (with a public note)")
     def withdraw_from_rankings(self, request: Any, queryset: Any) -> Any:

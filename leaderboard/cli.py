@@ -3,7 +3,7 @@
     solboard runner [...]   a runner node (runners/cli.py): consumes gpu.<type>.x<n> queues
     solboard dev [...]      the local supervisor behind `make run`: web + site worker + runner
     solboard manage [...]   Django's manage.py
-    solboard login|problems|problem|submit|status|report|cancel|rerun|leaderboard|check|run
+    solboard login|whoami|problems|problem|submit|status|report|cancel|rerun|submissions|quota|...
                             the API client (solboard_client/): HTTP only, no Django
 """
 
@@ -19,19 +19,21 @@ USAGE = """usage: solboard COMMAND [args...]
   dev          migrate, sync the catalogue and GPU types, then run web + site worker + runner
   manage       Django management commands (migrate, sync_problems, create_api_token, ...)
 
-API client (`solboard COMMAND --help`; SOLBOARD_SERVER / SOLBOARD_TOKEN override the stored login):
-  login        store a token for a server          problems     list the problems
-  problem      one problem: shapes, t_SOL          submit       submit a kernel [--wait]
-  status       a submission's status               report       its full report
-  cancel       cancel what is still queued         rerun        re-run your submission
-  leaderboard  rankings of a problem               check        dry run of every upload check
-  run          the evaluator, locally
+API client (`solboard COMMAND --help` for examples, defaults and exit statuses; SOLBOARD_SERVER /
+SOLBOARD_TOKEN override the stored login; --json or --jsonl on every command):
+  login        store a token for a server          whoami       who the server says you are
+  problems     list the problems                   problem      one problem: shapes, t_SOL
+  submit       submit a kernel [--wait]            status       a submission's status [--wait]
+  report       its full report                     cancel       cancel what is still queued
+  rerun        re-run your submission              submissions  your submissions, newest first
+  quota        your quotas                         leaderboard  rankings of a problem
+  check        dry run of every upload check       run          the evaluator, locally
 """
 
 
 #: Subcommands of the API client (solboard_client/, no Django import).
-CLIENT_COMMANDS = frozenset({"login", "problems", "problem", "submit", "status", "report", "cancel", "rerun",
-                             "leaderboard", "check", "run"})
+CLIENT_COMMANDS = frozenset(("login", "whoami", "problems", "problem", "submit", "status", "report", "cancel",
+                             "rerun", "submissions", "quota", "leaderboard", "check", "run"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -79,8 +79,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def child_env() -> dict[str, str]:
     """One broker and one var dir for every child, resolved here once."""
     env = dict(os.environ)
-    env["SOLBOARD_VAR"] = str(var_dir())
+    env["SOLBOARD_VAR"] = str(var_dir().resolve())
     env["CELERY_BROKER_URL"] = broker_url()
+    # One page cache for the web server and the site worker: a result the worker stores makes the
+    # web server's pages out of date at once (a per-process cache would keep them until they expire).
+    env.setdefault("SOLBOARD_CACHE_URL", f"file://{Path(env['SOLBOARD_VAR']) / 'cache'}")
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("DJANGO_SETTINGS_MODULE", "leaderboard.settings")
     return env

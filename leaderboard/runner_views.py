@@ -21,6 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from leaderboard.api.presenters import evaluation_label
 from leaderboard.dispatch.enqueue import max_inflight_per_user, pending_counts
 from leaderboard.models import GpuType, RunnerNode
 
@@ -28,7 +29,7 @@ from leaderboard.models import GpuType, RunnerNode
 def runner_rows(staff: bool) -> list[dict[str, Any]]:
     now = timezone.now()
     rows = []
-    for node in RunnerNode.objects.select_related("gpu_type").order_by("name"):
+    for node in RunnerNode.objects.select_related("gpu_type", "current_evaluation__gpu_type").order_by("name"):
         age = (now - node.last_heartbeat).total_seconds() if node.last_heartbeat else None
         rows.append({
             "name": node.name,
@@ -44,8 +45,18 @@ def runner_rows(staff: bool) -> list[dict[str, Any]]:
             "last_heartbeat": node.last_heartbeat.isoformat() if node.last_heartbeat else None,
             "seconds_since_contact": round(age, 1) if age is not None else None,
             "current_evaluation": node.current_evaluation_id,
+            **_current_job(node),
         })
     return rows
+
+
+def _current_job(node: RunnerNode) -> dict[str, Any]:
+    """The job a runner runs, named as people see it: its submission (``current_evaluation`` is
+    the evaluation's own id, for programs)."""
+    evaluation = node.current_evaluation
+    if evaluation is None:
+        return {"current_submission": None, "current_label": None}
+    return {"current_submission": evaluation.submission_id, "current_label": evaluation_label(evaluation)}
 
 
 def queue_rows() -> list[dict[str, Any]]:

@@ -44,6 +44,12 @@ if not SECRET_KEY:
 SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS", [])
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
+# The site's public address (no trailing slash): absolute links in what leaves the site (webhook
+# payloads). Default: the development server's address with DEBUG, else https:// and the first host.
+SITE_URL = (env_str("SITE_URL") or (f"http://127.0.0.1:{env_int('PORT', 8000, minimum=1)}" if DEBUG else
+            f"https://{ALLOWED_HOSTS[0]}" if ALLOWED_HOSTS else "")).rstrip("/")
+if SITE_URL and not SITE_URL.startswith(("http://", "https://")):
+    raise ConfigError(f"SITE_URL: {SITE_URL!r} must start with http:// or https://")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
@@ -182,11 +188,27 @@ SOLBOARD_JOB_RANKED_SECONDS = env_float("SOLBOARD_JOB_RANKED_SECONDS", _JOB_LIMI
 SOLBOARD_WEB_CACHE_SECONDS = env_int("SOLBOARD_WEB_CACHE_SECONDS", 10, minimum=0)
 # An anonymous visitor's problem page is rebuilt when a result changes it, and at least this often.
 SOLBOARD_WEB_PAGE_SECONDS = env_int("SOLBOARD_WEB_PAGE_SECONDS", 300, minimum=1)
-# Shared by every web process when set (redis://host:6379/2): a board is then rendered once per interval
-# for the whole site instead of once per process. Unset: each process keeps its own (local memory).
+# The cache of pages and their data versions (leaderboard/web/cache.py). redis://host:6379/2 (production):
+# shared by every web process and the site worker. file:///abs/dir (what `make run` uses, in
+# $SOLBOARD_VAR/cache): shared by the processes of one machine, so a result the site worker stores
+# reaches the web process's pages. Unset: each process keeps its own (local memory; the tests).
 SOLBOARD_CACHE_URL = env_str("SOLBOARD_CACHE_URL") or ""
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": SOLBOARD_CACHE_URL}
-          if SOLBOARD_CACHE_URL else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+
+def _cache(url: str) -> dict[str, Any]:
+    if not url:
+        return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}
+    if url.startswith("file:///"):
+        # Version tokens are small and never expire: far fewer entries than this, so a cull (which
+        # drops a third of the files at random) never runs in practice.
+        return {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache", "LOCATION": url[len("file://"):],
+                "OPTIONS": {"MAX_ENTRIES": 100_000}}
+    raise ConfigError(f"SOLBOARD_CACHE_URL: {url!r} is neither redis://..., rediss://..., unix://... nor file:///dir")
+
+
+CACHES = {"default": _cache(SOLBOARD_CACHE_URL)}
 
 # Celery (leaderboard/celery.py reads these; solboard_common/config.py holds what both apps share).
 CELERY_BROKER_URL = _broker_url()

@@ -1,7 +1,7 @@
 """``create_submission``: the one way a kernel enters the system (web form, API and CLI call it).
 
 Validates at once (UTF-8 text without NUL, naming the offending byte's offset; size; language
-accepted by the problem; Python that parses; known GPU types;
+accepted by the problem; Python that parses and defines a ``kernel`` (``python_uploads``); known GPU types;
 PTX/CUDA assembled for the target of each GPU type, see ``native_uploads``), saves the Submission
 and one Evaluation per GPU type in one transaction, and hands the evaluations to the broker only after that transaction commits (nothing enqueued for a submission
 that was not saved; the sweeper re-enqueues anything saved whose hand-over was lost).
@@ -22,6 +22,8 @@ from evaluator.vocabulary import NATIVE_LANGUAGES
 from leaderboard.dispatch import enqueue_on_commit
 from leaderboard.models import Evaluation, GpuType, Language, Mode, Problem, Submission
 from leaderboard.native_uploads import validate_native_upload
+from leaderboard.python_uploads import entry_point_problem
+from solboard_common.limits import source_too_large
 
 MODES = tuple(Mode.values)
 
@@ -83,12 +85,15 @@ def _check_source(language: str, source: str) -> None:
     if size == 0:
         raise ValidationError({"source": "the source is empty"})
     if size > settings.SOLBOARD_MAX_SOURCE_BYTES:
-        raise ValidationError({"source": f"source is {size} bytes; the limit is {settings.SOLBOARD_MAX_SOURCE_BYTES}"})
+        raise ValidationError({"source": source_too_large(size, settings.SOLBOARD_MAX_SOURCE_BYTES)})
     if language == Language.PYTHON:
         try:
             ast.parse(source, filename="submission.py")  # parsed only: never executed on the site
         except SyntaxError as error:
             raise ValidationError({"source": f"Python does not parse: line {error.lineno}: {error.msg}"}) from None
+        missing = entry_point_problem(source)  # no runner job for a file with nothing to call
+        if missing:
+            raise ValidationError({"source": missing})
 
 
 def _gpu_types(keys: Sequence[str]) -> list[GpuType]:

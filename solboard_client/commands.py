@@ -1,25 +1,33 @@
-"""One function per client subcommand. Each returns an exit status (``main.EXIT_*``)."""
+"""One function per client subcommand about problems and submissions. Each takes the parsed
+arguments and an ``Output`` and returns an exit status (``EXIT_*``; ``helptext.EXIT_STATUSES``)."""
 
 from __future__ import annotations
 
 import argparse
-import getpass
-import os
-import socket
+import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
+from evaluator.ptx.sourcetext import decode_source
 from solboard_client import config, render
+from solboard_client.follow import Limits, follow, stopped_message
+from solboard_client.output import Output
 from solboard_client.transport import ApiFailure, Client, ServiceFailure
+from solboard_common.limits import source_too_large
 
-EXIT_OK, EXIT_KERNEL, EXIT_REFUSED, EXIT_SERVICE, EXIT_RETRY_LATER = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_KERNEL, EXIT_REFUSED, EXIT_SERVICE, EXIT_RETRY_LATER, EXIT_NOT_FINISHED = 0, 1, 2, 3, 4, 5
 #: Refusals at submit/check time that are about the kernel itself, not the request.
 KERNEL_CODES = {"syntax_error", "compile_error", "invalid_source", "invalid_launch_spec", "source_too_large"}
 KERNEL_STATUSES = {"failed", "timeout", "rejected"}
 EXTENSIONS = {".py": "python", ".ptx": "ptx", ".cu": "cuda", ".cuh": "cuda"}
 SUBMIT_RETRIES = 3
+#: submit/status/rerun --wait stop after this long when no runner serves what is left to run.
+NO_RUNNER_TIMEOUT_S = 120.0
+#: popcorn-cli's modes as the site runs them: benchmark times without ranking; profile is a ranked
+#: run (its witness runs Nsight Compute) whose profile is printed at the end.
+MODE_OF = {"test": "test", "benchmark": "test", "ranked": "ranked", "leaderboard": "ranked", "profile": "ranked"}
 
 
 def client(args: argparse.Namespace) -> Client:
@@ -43,72 +51,41 @@ def verdict_exit(body: dict[str, Any]) -> int:
     return EXIT_OK
 
 
-def login(args: argparse.Namespace) -> int:
-    server = (args.server or config.current().server).rstrip("/")
-    api = Client(server, args.token)
-    if args.token:
-        me = api.get("/api/")
-        if not me.get("user"):
-            raise ApiFailure(401, "invalid_token", "the server does not accept this token")
-        token = args.token
-    else:
-        username = args.username or input("username: ")
-        password = os.environ.get("SOLBOARD_PASSWORD") or getpass.getpass("password: ")
-        name = f"solboard-cli@{socket.gethostname()}"[:100]
-        created = api.post("/api/tokens", {"name": name}, basic=(username, password))
-        token = created["token"]
-    path = config.save(server, token)
-    print(f"logged in to {server}; token stored in {path} (mode 0600)")
-    return EXIT_OK
-
-
-def problems(args: argparse.Namespace) -> int:
+def problems(args: argparse.Namespace, out: Output) -> int:
     rows = client(args).get("/api/problems")
-    if args.json:
-        render.as_json(rows)
-        return EXIT_OK
-    render.table(["name", "title", "languages", "shapes", "version"],
-                 [(p["name"], p["title"], ",".join(p["languages"]), p["shape_count"], p["version"]) for p in rows])
+    out.result("problems", rows, lambda: render.table(
+        ["name", "title", "languages", "shapes", "version"],
+        [(p["name"], p["title"], ",".join(p["languages"]), p["shape_count"], p["version"]) for p in rows]))
     return EXIT_OK
 
 
-def problem(args: argparse.Namespace) -> int:
+def problem(args: argparse.Namespace, out: Output) -> int:
     body = client(args).get(f"/api/problems/{args.name}")
-    if args.json:
-        render.as_json(body)
-        return EXIT_OK
-    print(f"{body['name']}: {body['title']} (version {body['version']}, languages {', '.join(body['languages'])})")
-    print(f"baseline: {body['baseline']}\n")
-    gpus = sorted({key for shape in body["shapes"] for key, sol in shape["t_sol"].items() if sol})
-    rows = [(s["shape_id"], "yes" if s["ranked"] else "no",
-             *(f"{s['t_sol'][g]['t_sol_us']:.4g} ({s['t_sol'][g]['bound']})" if s["t_sol"].get(g) else None
-               for g in gpus)) for s in body["shapes"]]
-    render.table(["shape", "ranked", *(f"t_sol_us {g}" for g in gpus)], rows)
+    out.result("problem", body, lambda: render.problem(body))
     return EXIT_OK
 
 
-def _submission_body(args: argparse.Namespace, path: Path) -> dict[str, Any]:
+def read_source(path: Path) -> str:
+    """The file as text; a binary or non-UTF-8 file is refused in the site's words (exit 1)."""
+    try:
+        return decode_source(path.read_bytes())
+    except ValueError as error:
+        raise ApiFailure(0, "invalid_source", f"{path}: {error}; upload the kernel's source text", "source") from None
+
+
+def _submission_body(args: argparse.Namespace, path: Path, api: Client) -> dict[str, Any]:
+    source = read_source(path)
+    limit = api.get("/api/").get("max_source_bytes")
+    size = len(source.encode("utf-8"))
+    if isinstance(limit, int) and size > limit:  # the server's own limit and words, without sending it
+        raise ApiFailure(413, "source_too_large", source_too_large(size, limit), "source")
     body: dict[str, Any] = {"problem": args.problem, "language": language_of(path, args.language),
-                            "gpu_types": args.gpu, "source": path.read_text(), "filename": path.name}
+                            "gpu_types": args.gpu, "source": source, "filename": path.name}
     if getattr(args, "spec", None):
         body["launch_spec"] = Path(args.spec).read_text()
     if getattr(args, "mode", None):
-        body["mode"] = args.mode
+        body["mode"] = MODE_OF[args.mode]
     return body
-
-
-def submit(args: argparse.Namespace) -> int:
-    api, path = client(args), Path(args.file)
-    body = _submission_body(args, path)
-    key = args.idempotency_key or str(uuid.uuid4())  # our own retries never submit twice
-    created = _post_with_retries(api, "/api/submissions", body, {"Idempotency-Key": key})
-    if not args.wait:
-        render.as_json(created) if args.json else print(f"submitted {created['id']}: "
-                                                         f"{render.evaluation_line(created['evaluations'][0])}")
-        return EXIT_OK
-    final = wait_for(api, created, quiet=args.json)
-    render.as_json(final) if args.json else render.submission_report(final)
-    return verdict_exit(final)
 
 
 def _post_with_retries(api: Client, path: str, body: Any, headers: dict[str, str]) -> Any:
@@ -122,88 +99,105 @@ def _post_with_retries(api: Client, path: str, body: Any, headers: dict[str, str
     raise AssertionError("unreachable")
 
 
-def wait_for(api: Client, body: dict[str, Any], quiet: bool = False) -> dict[str, Any]:
-    """Long-poll until every evaluation ended, each request as long as the server allows."""
-    limit = int(api.get("/api/").get("max_wait_seconds", 60))
-    progress, started = render.Progress(), time.monotonic()
-    while body["status"] != "finished":
-        if not quiet:
-            lines = "; ".join(render.evaluation_line(e) for e in body["evaluations"])
-            progress.show(f"[{time.monotonic() - started:5.0f}s] {lines}")
-        path = f"/api/submissions/{body['id']}?wait={limit}&since={body['state']}"
-        body = api.get(path, timeout=limit + 30)
-    progress.done()
-    return body
+def _summaries(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [render.evaluation_summary(e) for e in body["evaluations"]]
 
 
-def status(args: argparse.Namespace) -> int:
-    body = client(args).get(f"/api/submissions/{args.id}")
-    if args.json:
-        render.as_json({key: value for key, value in body.items() if key != "source"})
-    else:
-        print(f"submission {body['id']}: {body['status']}")
-        for evaluation in body["evaluations"]:
-            print("  " + render.evaluation_line(evaluation))
-    return verdict_exit(body) if body["status"] == "finished" else EXIT_OK
+def _announce(body: dict[str, Any], out: Output, waiting: bool) -> None:
+    """The submitted event; its warnings too unless waiting, whose reporter says each once."""
+    out.event("submitted", submission_id=body["id"], evaluations=_summaries(body))
+    for warning in [] if waiting else body.get("warnings", []):
+        out.warning(warning["code"], warning["message"], gpu_type=warning["gpu_type"], submission_id=body["id"])
 
 
-def report(args: argparse.Namespace) -> int:
-    body = client(args).get(f"/api/submissions/{args.id}")
-    render.as_json(body) if args.json else render.submission_report(body)
-    return verdict_exit(body) if body["status"] == "finished" else EXIT_OK
-
-
-def cancel(args: argparse.Namespace) -> int:
-    body = client(args).post(f"/api/submissions/{args.id}/cancel", {})
-    render.as_json(body) if args.json else print(f"cancelled what was left of submission {body['id']}")
+def submit(args: argparse.Namespace, out: Output) -> int:
+    api, path = client(args), Path(args.file)
+    body = _submission_body(args, path, api)
+    key = args.idempotency_key or str(uuid.uuid4())  # our own retries never submit twice
+    created = _post_with_retries(api, "/api/submissions", body, {"Idempotency-Key": key})
+    _announce(created, out, waiting=args.wait or args.mode == "profile")
+    if args.wait or args.mode == "profile":
+        return _wait_and_report(api, created, args, out, "submit")
+    out.result("submit", created, lambda: print(f"submitted submission {created['id']}: " + "; ".join(
+        render.evaluation_line(e) for e in created["evaluations"])))
     return EXIT_OK
 
 
-def rerun(args: argparse.Namespace) -> int:
+def _wait_and_report(api: Client, body: dict[str, Any], args: argparse.Namespace, out: Output, command: str) -> int:
+    limits = Limits(args.no_runner_timeout, args.timeout)
+    outcome = follow(api, body, out, limits)
+    if outcome.stopped is not None:
+        message = stopped_message(outcome, limits)
+        out.event("stopped", reason=outcome.stopped, submission_id=outcome.body["id"], exit_status=EXIT_NOT_FINISHED,
+                  message=message, evaluations=_summaries(outcome.body))
+        if out.mode == "json":
+            render.as_json(outcome.body)
+        print(f"solboard {command}: {message}", file=sys.stderr)
+        return EXIT_NOT_FINISHED
+    final, code = outcome.body, verdict_exit(outcome.body)
+    if out.streaming:
+        out.event("finished", submission_id=final["id"], exit_status=code, submission=final)
+    elif out.mode == "json":
+        render.as_json(final)
+    else:
+        render.submission_report(final)
+        if getattr(args, "mode", None) == "profile":
+            render.profiles(final)
+    return code
+
+
+def status(args: argparse.Namespace, out: Output) -> int:
+    api = client(args)
+    body = api.get(f"/api/submissions/{args.id}")
+    if args.wait and body["status"] != "finished":
+        return _wait_and_report(api, body, args, out, "status")
+    shown = {key: value for key, value in body.items() if key != "source"}
+    out.result("status", shown, lambda: render.status(body))
+    return verdict_exit(body) if body["status"] == "finished" else EXIT_OK
+
+
+def report(args: argparse.Namespace, out: Output) -> int:
+    body = client(args).get(f"/api/submissions/{args.id}")
+    out.result("report", body, lambda: render.submission_report(body))
+    return verdict_exit(body) if body["status"] == "finished" else EXIT_OK
+
+
+def cancel(args: argparse.Namespace, out: Output) -> int:
+    body = client(args).post(f"/api/submissions/{args.id}/cancel", {})
+    out.result("cancel", body, lambda: print(f"cancelled what was left of submission {body['id']}"))
+    return EXIT_OK
+
+
+def rerun(args: argparse.Namespace, out: Output) -> int:
     request: dict[str, Any] = {}
     if args.gpu:
         request["gpu_types"] = args.gpu
     if args.mode:
-        request["mode"] = args.mode
+        request["mode"] = MODE_OF[args.mode]
     api = client(args)
     body = api.post(f"/api/submissions/{args.id}/rerun", request)
-    if args.wait:
-        body = wait_for(api, body, quiet=args.json)
-        render.as_json(body) if args.json else render.submission_report(body)
-        return verdict_exit(body)
-    render.as_json(body) if args.json else print(f"re-run queued for submission {body['id']}")
+    _announce(body, out, waiting=args.wait or args.mode == "profile")
+    if args.wait or args.mode == "profile":
+        return _wait_and_report(api, body, args, out, "rerun")
+    out.result("rerun", body, lambda: print(f"re-run queued for submission {body['id']}"))
     return EXIT_OK
 
 
-def leaderboard(args: argparse.Namespace) -> int:
+def leaderboard(args: argparse.Namespace, out: Output) -> int:
     api = client(args)
     gpus = args.gpu or [g["key"] for g in api.get("/api/gpu-types")]
     query = f"?page={args.page}&page_size={args.limit}" + (f"&shape={args.shape}" if args.shape else "")
     query += "&track=features" if args.features else ""
     query += f"&version={args.problem_version}" if getattr(args, "problem_version", None) else ""
     boards = [api.get(f"/api/leaderboards/{args.problem}/{gpu}{query}") for gpu in gpus]
-    if args.json:
-        render.as_json(boards)
-        return EXIT_OK
-    for board in boards:
-        title = f"{board['problem']} v{board['version']} on {board['gpu_type']}" + (
-            f", shape {board['shape']}" if board["shape"] else "")
-        print(f"{title} ({board['count']} ranked, track {board['track']})")
-        render.table(["rank", "user", "agent", "submission", "score", "median_us", "language"],
-                     [(r["rank"], r["user"], (r["agent"] or {}).get("name"), r["submission_id"], r["score"],
-                       r["median_us"], r["language"]) for r in board["results"]])
-        print()
+    out.result("leaderboard", boards, lambda: render.boards(boards))
     return EXIT_OK
 
 
-def check(args: argparse.Namespace) -> int:
-    path = Path(args.file)
-    body = _submission_body(args, path)
-    answer = client(args).post("/api/submissions/validate", body)
-    if args.json:
-        render.as_json(answer)
-    else:
-        print(f"{path.name}: accepted for {args.problem} on {', '.join(args.gpu)} ({answer['language']})")
-        if answer.get("quota"):
-            print(f"note: a submission now would be refused: {answer['quota']}")
+def check(args: argparse.Namespace, out: Output) -> int:
+    path, api = Path(args.file), client(args)
+    answer = api.post("/api/submissions/validate", _submission_body(args, path, api))
+    for warning in answer.get("warnings", []):
+        out.warning(warning["code"], warning["message"], gpu_type=warning["gpu_type"])
+    out.result("check", answer, lambda: render.checked(path.name, args.problem, args.gpu, answer))
     return EXIT_OK

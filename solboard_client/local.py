@@ -15,6 +15,7 @@ from pathlib import Path
 
 from solboard_client import render
 from solboard_client.commands import EXIT_KERNEL, EXIT_OK, EXIT_SERVICE, language_of
+from solboard_client.output import Output
 
 
 def default_device() -> str:
@@ -31,7 +32,7 @@ def evaluator_argv(args: argparse.Namespace) -> list[str]:
     return argv
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, out: Output) -> int:
     completed = subprocess.run(evaluator_argv(args), capture_output=True, text=True, check=False)
     try:
         report = json.loads(completed.stdout)
@@ -39,8 +40,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(completed.stderr[-4000:])
         print(f"solboard run: the evaluator exited {completed.returncode} without a report", file=sys.stderr)
         return EXIT_SERVICE
-    if args.json:
-        render.as_json(report)
+    if not out.text:
+        out.result("run", report, lambda: None)
     else:
         print(f"{report['problem']} on {report['device']['name']}: {report['status']}"
               + (f" - {report['message']}" if report.get("message") else ""))

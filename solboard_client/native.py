@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from solboard_client import commands, render
+from solboard_client.output import Output
 
 SKELETONS = {"cuda": "cuda_skeleton", "ptx": "ptx_skeleton"}
 
@@ -22,10 +23,10 @@ def add_options(parser: argparse.ArgumentParser) -> None:
                         help="print the native ABI: languages, parameters in order, TMA tensors, required features")
 
 
-def problem(args: argparse.Namespace) -> int:
+def problem(args: argparse.Namespace, out: Output) -> int:
     """The ``problem`` subcommand: the usual summary, or the native ABI / a skeleton when asked."""
     if not (getattr(args, "launch_spec", None) or getattr(args, "abi", False)):
-        return commands.problem(args)
+        return commands.problem(args, out)
     body = commands.client(args).get(f"/api/problems/{args.name}")
     abi: dict[str, Any] = body.get("native_abi") or {}
     if args.json:

@@ -21,6 +21,7 @@ from rest_framework.response import Response
 
 from evaluator.vocabulary import NATIVE_LANGUAGES
 from leaderboard.middleware import HybridMiddleware
+from solboard_common.limits import source_limit, source_too_large
 
 log = logging.getLogger(__name__)
 
@@ -112,10 +113,10 @@ def from_validation_error(error: DjangoValidationError, language: str = "") -> A
 
 
 def too_large(kind: str, size: int, limit: int) -> ApiError:
-    code = "source_too_large" if kind == "source" else "payload_too_large"
-    what = "the source" if kind == "source" else "the request body"
-    return ApiError(code, f"{what} is {size} bytes; the limit is {limit} bytes",
-                    "source" if kind == "source" else None, limit=limit, size=size)
+    if kind == "source":
+        return ApiError("source_too_large", source_too_large(size, limit), "source", limit=limit, size=size)
+    return ApiError("payload_too_large", f"the request body is {size} bytes; the limit is {limit} bytes "
+                    f"(a source: {source_limit(settings.SOLBOARD_MAX_SOURCE_BYTES)})", None, limit=limit, size=size)
 
 
 def _drf_detail_text(detail: Any) -> tuple[str | None, str]:
@@ -164,7 +165,8 @@ def as_api_error(exc: Exception) -> ApiError | None:
         return exc
     if isinstance(exc, RequestDataTooBig):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        return ApiError("payload_too_large", f"the request body is over the limit of {limit} bytes", limit=limit)
+        return ApiError("payload_too_large", f"the request body is over the limit of {limit} bytes (a source: "
+                        f"{source_limit(settings.SOLBOARD_MAX_SOURCE_BYTES)})", limit=limit)
     if isinstance(exc, drf.APIException):
         return _from_drf(exc)
     if isinstance(exc, Http404):

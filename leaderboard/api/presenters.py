@@ -10,13 +10,13 @@ its final result replaces. ``not_ranked_reason`` says exactly why a result is no
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q
-
-from leaderboard.models import Evaluation, EvaluationStatus, Mode, Submission
+from leaderboard.models import Evaluation, EvaluationStatus, Mode, Problem, ShapeResult, Submission
 from leaderboard.models.integrity import Withdrawal
+from leaderboard.queues import availability, live_runners_by_queue, queue_position, unserved
 
 S = EvaluationStatus
 WAITING = (S.QUEUED, S.RUNNING)
@@ -49,14 +49,6 @@ def evaluation_state(status: str, provisional_at: datetime | None, started_at: d
     current = (status == S.RUNNING and provisional_at is not None
                and (started_at is None or provisional_at >= started_at))
     return f"{status}+provisional" if current else status
-
-
-def queue_position(evaluation: Evaluation) -> int | None:
-    """Evaluations on the same GPU type queued before this one and not started (0 = next)."""
-    if evaluation.status != S.QUEUED:
-        return None
-    earlier = Q(queued_at__lt=evaluation.queued_at) | Q(queued_at=evaluation.queued_at, pk__lt=evaluation.pk)
-    return Evaluation.objects.filter(earlier, gpu_type_id=evaluation.gpu_type_id, status=S.QUEUED).count()
 
 
 def is_provisional(evaluation: Evaluation) -> bool:
@@ -106,11 +98,18 @@ def _unwitnessed(report: dict[str, Any]) -> str:
     return "; ".join(reasons[:5])
 
 
-def shape_feedback(shape: dict[str, Any]) -> dict[str, Any]:
-    """One shape of a report, flattened: timing, baseline, SOL, bound, worst elements, ncu headline."""
+def shape_feedback(shape: dict[str, Any], stored: ShapeResult | None = None, counted: bool | None = None
+                   ) -> dict[str, Any]:
+    """One shape of a report, flattened: timing, baseline, SOL, bound, worst elements, ncu headline.
+
+    ``stored``: the site's own row for a final result, whose figures are the ones the site computed
+    and the report page shows (on the CPU development device the report has no SOL section: the
+    score is the site's development score). ``counted``: whether the shape counts towards the
+    problem score on this device (the ranked shapes on a GPU, the ``cpu`` shapes on the CPU)."""
     timing, baseline, sol = shape.get("timing") or {}, shape.get("baseline_timing") or {}, shape.get("sol") or {}
     row: dict[str, Any] = {
-        "shape_id": shape.get("shape_id"), "ranked": shape.get("ranked"), "status": shape.get("status"),
+        "shape_id": shape.get("shape_id"), "ranked": shape.get("ranked") if counted is None else counted,
+        "status": shape.get("status"),
         "message": shape.get("message", ""), "median_us": timing.get("median_us"),
         "ci95_us": [timing.get("ci95_low_us"), timing.get("ci95_high_us")] if timing else None,
         "baseline_median_us": baseline.get("median_us"), "t_sol_us": sol.get("t_sol_us"),
@@ -118,6 +117,10 @@ def shape_feedback(shape: dict[str, Any]) -> dict[str, Any]:
         "speedup": sol.get("speedup"), "witnessed": bool((shape.get("witness") or {}).get("confirmed")),
         "worst_elements": _worst_elements(shape), "ncu": _ncu_headline(shape),
     }
+    if stored is not None:
+        row.update(median_us=stored.median_us, baseline_median_us=stored.baseline_median_us,
+                   t_sol_us=stored.t_sol_us, sol_fraction=stored.sol_fraction, score=stored.score,
+                   speedup=stored.speedup)
     return row
 
 
@@ -143,27 +146,72 @@ def _ncu_headline(shape: dict[str, Any]) -> dict[str, Any] | None:
     return {key: top.get(key) for key in keys}
 
 
-def evaluation_body(evaluation: Evaluation, private: bool, with_report: bool) -> dict[str, Any]:
+def evaluation_label(evaluation: Evaluation) -> str:
+    """How people see an evaluation: within its submission, never by its own id."""
+    return (f"submission {evaluation.submission_id}, {evaluation.gpu_type.key} {evaluation.mode} "
+            f"run {evaluation.run_number}")
+
+
+def _final_shapes(evaluation: Evaluation, report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The final report's shapes with the site's stored figures (ShapeResult rows)."""
+    development = evaluation.gpu_type.development_device
+    rows = {row.shape.shape_id: row for row in evaluation.shape_results.all()}
+    feedback = []
+    for shape in report.get("shapes", []):
+        stored = rows.get(shape.get("shape_id"))
+        counted = None if stored is None else bool(stored.shape.cpu if development else stored.shape.ranked)
+        feedback.append(shape_feedback(shape, stored, counted))
+    return feedback
+
+
+def evaluation_body(evaluation: Evaluation, private: bool, with_report: bool,
+                    served: Counter[str] | None = None) -> dict[str, Any]:
+    gpu = evaluation.gpu_type
     body: dict[str, Any] = {
-        "id": evaluation.pk, "gpu_type": evaluation.gpu_type.key, "mode": evaluation.mode,
+        "id": evaluation.pk, "submission_id": evaluation.submission_id, "label": evaluation_label(evaluation),
+        "gpu_type": gpu.key, "development_device": gpu.development_device, "mode": evaluation.mode,
         "run_number": evaluation.run_number, "status": evaluation.status,
         "evaluator_status": evaluation.evaluator_status, "message": evaluation.message,
-        "queue_position": queue_position(evaluation), "queued_at": evaluation.queued_at,
+        "queue_position": queue_position(evaluation), "runners_online": None, "queued_at": evaluation.queued_at,
         "started_at": evaluation.started_at, "finished_at": evaluation.finished_at,
         "score": evaluation.score, "rank_eligible": evaluation.rank_eligible,
         "provisional": is_provisional(evaluation), "not_ranked_reason": not_ranked_reason(evaluation),
         "features_met": evaluation.features_met, "flags": evaluation.flags,
     }
+    if evaluation.status == S.QUEUED:
+        body["runners_online"] = availability(gpu.key, evaluation.submission.problem.world_size, served).runners
     report, early = evaluation.report, evaluation.current_provisional
     body.update(provisional_at=evaluation.provisional_at if early else None,
                 provisional_score=(early or {}).get("problem_score"))
     if early is not None:
         body["provisional"] = True
-    body["shapes"] = [shape_feedback(shape) for shape in (report or early or {}).get("shapes", [])]
+        body["shapes"] = [shape_feedback(shape) for shape in early.get("shapes", [])]
+    else:
+        body["shapes"] = _final_shapes(evaluation, report or {})
     if with_report:
         body["report"] = _visible(report, private)
         body["provisional_report"] = _visible(early, private)
     return body
+
+
+def no_runner_warning(gpu_key: str) -> dict[str, Any]:
+    return {"code": "no_runner", "gpu_type": gpu_key,
+            "message": f"no runner for {gpu_key} is online: its evaluations stay queued until one connects "
+                       f"(/runners/ lists the runners)"}
+
+
+def runner_warnings(evaluations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One warning per GPU type whose queued evaluations no live runner serves."""
+    unserved = [item["gpu_type"] for item in evaluations if item["status"] == S.QUEUED and item["runners_online"] == 0]
+    return [no_runner_warning(key) for key in dict.fromkeys(unserved)]
+
+
+def availability_warnings(problem_name: str, gpu_keys: list[str]) -> list[dict[str, Any]]:
+    """The same warnings before anything is queued (the dry run)."""
+    problem = Problem.objects.filter(name=problem_name).only("world_size").first()
+    if problem is None:
+        return []
+    return [no_runner_warning(found.gpu_type) for found in unserved(gpu_keys, problem.world_size)]
 
 
 def _visible(report: dict[str, Any] | None, private: bool) -> dict[str, Any] | None:
@@ -180,7 +228,9 @@ def agent_of(submission: Submission) -> dict[str, str] | None:
 
 def submission_body(submission: Submission, viewer: Any, with_report: bool = True) -> dict[str, Any]:
     private = can_see_private(viewer, submission) or submission.public
-    evaluations = list(submission.evaluations.select_related("gpu_type").order_by("id"))
+    evaluations = list(submission.evaluations.select_related("gpu_type")
+                       .prefetch_related("shape_results__shape").order_by("id"))
+    served = live_runners_by_queue() if any(e.status == S.QUEUED for e in evaluations) else Counter()
     body: dict[str, Any] = {
         "id": submission.pk, "problem": submission.problem.name, "problem_version": submission.problem_version,
         "language": submission.language, "user": submission.user.get_username(), "agent": agent_of(submission),
@@ -190,8 +240,9 @@ def submission_body(submission: Submission, viewer: Any, with_report: bool = Tru
                                                                evaluation.started_at))
                               for evaluation in evaluations]),
         "static_evidence": submission.static_evidence,
-        "evaluations": [evaluation_body(evaluation, private, with_report) for evaluation in evaluations],
+        "evaluations": [evaluation_body(evaluation, private, with_report, served) for evaluation in evaluations],
     }
+    body["warnings"] = runner_warnings(body["evaluations"])
     if private:
         body["source"], body["launch_spec"] = submission.source, submission.launch_spec
     return body

@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from rest_framework import serializers
 
+from evaluator.vocabulary import DEFAULT_MODE
 from leaderboard.models import Language, Mode
 
 MAX_BATCH = 16
@@ -55,7 +56,8 @@ class SubmitSerializer(serializers.Serializer):
                                       max_length=MAX_GPU_TYPES)
     source = StrictCharField(min_length=1, trim_whitespace=False)
     launch_spec = StrictCharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
-    mode = serializers.ChoiceField(choices=Mode.values, default=Mode.TEST)
+    mode = serializers.ChoiceField(choices=Mode.values, default=DEFAULT_MODE,
+                                   help_text=f"Default {DEFAULT_MODE}, as the upload form and the CLI.")
     filename = StrictCharField(required=False, allow_blank=True, max_length=255)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -176,7 +178,8 @@ class ProblemSerializer(ProblemSummarySerializer):
 
 class ShapeFeedbackSerializer(serializers.Serializer):
     shape_id = serializers.CharField()
-    ranked = serializers.BooleanField(allow_null=True)
+    ranked = serializers.BooleanField(allow_null=True, help_text="Counts towards the problem score on this "
+                                      "device: a ranked shape on a GPU, a cpu shape on the CPU development device.")
     status = serializers.CharField()
     message = serializers.CharField(allow_blank=True)
     median_us = serializers.FloatField(allow_null=True)
@@ -185,7 +188,8 @@ class ShapeFeedbackSerializer(serializers.Serializer):
     t_sol_us = serializers.FloatField(allow_null=True)
     sol_fraction = serializers.FloatField(allow_null=True)
     bound = serializers.CharField(allow_null=True, help_text="compute, memory or link.")
-    score = serializers.FloatField(allow_null=True)
+    score = serializers.FloatField(allow_null=True, help_text="The site's score of the shape, as the report "
+                                   "page shows it (on the CPU: t_b / (t_b + t_k)).")
     speedup = serializers.FloatField(allow_null=True)
     witnessed = serializers.BooleanField()
     worst_elements = serializers.ListField(child=serializers.DictField(),
@@ -193,15 +197,29 @@ class ShapeFeedbackSerializer(serializers.Serializer):
     ncu = serializers.DictField(allow_null=True, help_text="Headline Nsight Compute figures of the top kernel.")
 
 
-class EvaluationSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
+class WarningSerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="no_runner: no live runner serves this GPU type's queue.")
     gpu_type = serializers.CharField()
+    message = serializers.CharField()
+
+
+class EvaluationSerializer(serializers.Serializer):
+    id = serializers.IntegerField(help_text="The evaluation's own id (webhooks, runners); people and every "
+                                  "command name the submission: see label.")
+    submission_id = serializers.IntegerField()
+    label = serializers.CharField(help_text='How to show it: "submission 12, cpu ranked run 1".')
+    gpu_type = serializers.CharField()
+    development_device = serializers.BooleanField(
+        help_text="The CPU development device: ranked only on its own development board (wall-clock, no SOL).")
     mode = serializers.CharField()
     run_number = serializers.IntegerField()
     status = serializers.CharField(help_text="queued, running, passed, failed, error, timeout, rejected, cancelled.")
     evaluator_status = serializers.CharField(allow_null=True)
     message = serializers.CharField(allow_blank=True)
-    queue_position = serializers.IntegerField(allow_null=True, help_text="Queued before it on its GPU type.")
+    queue_position = serializers.IntegerField(allow_null=True, help_text="While queued: its place in its GPU "
+                                              "type's queue, counted from 1 (1 = next to start).")
+    runners_online = serializers.IntegerField(allow_null=True, help_text="While queued: live runners that serve "
+                                              "its queue (0: it waits until one connects).")
     queued_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
@@ -244,6 +262,7 @@ class SubmissionSerializer(serializers.Serializer):
     state = serializers.CharField(help_text="Changes exactly when a status changes: pass it as `since`.")
     static_evidence = serializers.DictField()
     evaluations = EvaluationSerializer(many=True)
+    warnings = WarningSerializer(many=True, help_text="E.g. no runner online for a GPU type it waits for.")
     source = serializers.CharField(required=False, help_text="Owner, staff, or a public submission only.")
     launch_spec = serializers.CharField(required=False, allow_null=True)
 
@@ -281,6 +300,7 @@ class ValidationResultSerializer(serializers.Serializer):
     language = serializers.CharField()
     static_evidence = serializers.DictField(help_text="PTX/CUDA: registers, features, warnings per target.")
     quota = serializers.CharField(allow_null=True, help_text="Why a real create would be refused now, if so.")
+    warnings = WarningSerializer(many=True, help_text="E.g. no runner online for one of the GPU types.")
 
 
 class LeaderboardRowSerializer(serializers.Serializer):

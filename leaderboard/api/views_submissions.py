@@ -19,7 +19,7 @@ from leaderboard.api import creation
 from leaderboard.api import serializers as s
 from leaderboard.api.auth import API_AUTHENTICATION
 from leaderboard.api.errors import ApiError, as_api_error
-from leaderboard.api.presenters import submission_body, submission_summary
+from leaderboard.api.presenters import availability_warnings, submission_body, submission_summary
 from leaderboard.dispatch import CancelNotAllowed, cancel_evaluation
 from leaderboard.models import EvaluationStatus, Submission
 
@@ -162,7 +162,9 @@ class SubmissionValidateView(ApiView):
     def post(self, request: Request) -> Response:
         serializer = s.SubmitSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        return Response(creation.dry_run(request.user, creation.SubmitRequest.from_validated(serializer.validated_data)))
+        submit = creation.SubmitRequest.from_validated(serializer.validated_data)
+        answer = creation.dry_run(request.user, submit)
+        return Response({**answer, "warnings": availability_warnings(submit.problem, list(submit.gpu_types))})
 
 
 class SubmissionDetailView(ApiView):

@@ -72,7 +72,9 @@ def summary(evaluation: Evaluation) -> dict[str, Any]:
         "score": evaluation.score, "rank_eligible": evaluation.rank_eligible,
         "provisional": is_provisional(evaluation), "not_ranked_reason": not_ranked_reason(evaluation),
         "finished_at": evaluation.finished_at.isoformat() if evaluation.finished_at else None,
-        "url": f"/api/submissions/{submission.pk}",
+        # Absolute (SITE_URL): the receiver is another program, which cannot resolve a path alone.
+        "url": f"{settings.SITE_URL}/api/submissions/{submission.pk}",
+        "report_url": f"{settings.SITE_URL}/submissions/{submission.pk}/",
     }
 
 

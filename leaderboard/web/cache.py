@@ -14,8 +14,9 @@ page's queue depths, the chart's right edge at "now") is rebuilt once it is olde
 ``SOLBOARD_WEB_PAGE_SECONDS``).
 
 The versions live in the cache itself: shared by every web process and the site worker when
-``SOLBOARD_CACHE_URL`` names a Redis database; per process otherwise (local memory, as in
-development, where only the interval applies across processes).
+``SOLBOARD_CACHE_URL`` names a Redis database (production) or a folder (``file:///...``: what
+``make run`` uses, so the site worker's results reach the web server's pages); per process
+otherwise (local memory: the tests), where only the interval applies across processes.
 
 Everything here goes through ``shared_cache()``, one cache object per process: Django's
 ``django.core.cache.cache`` is one object per thread *and per asyncio task* (asgiref's ``Local``),
@@ -67,6 +68,13 @@ def _caches_changed(setting: str, **kwargs: Any) -> None:
     global _shared
     if setting == "CACHES":
         _shared = None
+
+
+def rebuilds_on_worker() -> bool:
+    """Production's cache (Redis, shared by many web processes): the site worker rebuilds an
+    out-of-date page while the web processes serve the stored copy. Otherwise (one development
+    web process) the web process rebuilds it itself."""
+    return str(settings.SOLBOARD_CACHE_URL).startswith(("redis://", "rediss://", "unix://"))
 
 
 def problem_version(name: str) -> str:

@@ -42,6 +42,7 @@ class Scale:
 class Tick:
     at: float
     label: str
+    anchor: str = "middle"  # SVG text-anchor: the axis's last label ends at its tick, inside the chart
 
 
 @dataclass(frozen=True)
@@ -127,14 +128,17 @@ def history_chart(records: list[ScorePoint], trends: dict[str, list[ScorePoint]]
     every = records + [point for points in trends.values() for point in points]
     start = min(point.at for point in every).timestamp()
     x, y = _x_scale(start, max(now.timestamp(), start + 1)), _y_scale(0.0, 1.0)
-    series = [Series(f"{user}'s best", f"trend trend-{index % 5}",
-                     _polyline(_step_points(running_best(points), now, x, y)))
-              for index, (user, points) in enumerate(trends.items()) if points]
-    series.append(Series("record", "record", _polyline(_step_points(records, now, x, y)),
-                         [Marker(x(r.at.timestamp()), y(r.score), f"{r.label}: {r.score:.3f}") for r in records]))
+    # The record first: each user's dashed line is drawn over it, so the record holder's own line,
+    # which runs along the record, stays visible.
+    series = [Series("record", "record", _polyline(_step_points(records, now, x, y)),
+                     [Marker(x(r.at.timestamp()), y(r.score), f"{r.label}: {r.score:.3f}") for r in records])]
+    series += [Series(f"{user}'s best", f"trend trend-{index % 5}",
+                      _polyline(_step_points(running_best(points), now, x, y)))
+               for index, (user, points) in enumerate(trends.items()) if points]
     span = now.timestamp() - start
     label = "%Y-%m-%d" if span >= DATE_ONLY_SPAN_S else "%m-%d %H:%M"
-    x_ticks = [Tick(x(start + span * i / 4), datetime.fromtimestamp(start + span * i / 4, tz=now.tzinfo).strftime(label))
+    x_ticks = [Tick(x(start + span * i / 4), datetime.fromtimestamp(start + span * i / 4, tz=now.tzinfo).strftime(label),
+                    "end" if i == 4 else "start" if i == 0 else "middle")
                for i in range(5)]
     y_ticks = [Tick(y(value), f"{value:.2f}") for value in (0.0, 0.25, 0.5, 0.75, 1.0)]
     return Chart(series, x_ticks, y_ticks, "submitted", "score S")
@@ -152,8 +156,11 @@ class RooflinePoint:
 
 def _decade_ticks(low: float, high: float, scale: Scale, unit: str = "") -> list[Tick]:
     first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
-    return [Tick(scale(10.0 ** power), f"{10.0 ** power:g}{unit}") for power in range(first, last + 1)
-            if low <= 10.0 ** power <= high]
+    ticks = [Tick(scale(10.0 ** power), f"{10.0 ** power:g}{unit}") for power in range(first, last + 1)
+             if low <= 10.0 ** power <= high]
+    if ticks and ticks[-1].at >= WIDTH - MARGIN_RIGHT:  # the x axis's last label: inside the chart
+        ticks[-1] = Tick(ticks[-1].at, ticks[-1].label, "end")
+    return ticks
 
 
 def roofline_chart(points: list[RooflinePoint], peak_tflops: float, hbm_tbps: float) -> Chart | None:

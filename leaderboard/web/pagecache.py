@@ -10,11 +10,13 @@ time such a page is built, with the data version it was built from (``leaderboar
   page, which a result makes out of date at once): served as stored;
 - out of date: served as stored too, while the new copy is built once (a short lock in the cache
   picks one request to ask for it) through the normal middleware chain, as an anonymous GET of
-  the same URL (stale-while-revalidate): no visitor waits for a rebuild. Where the cache is shared
-  (``SOLBOARD_CACHE_URL``, Redis) the site worker builds it (the ``leaderboard.rebuild_page``
-  task), so a web process only ever serves stored pages and never spends its CPU or its GIL on a
-  rebuild; with a cache of its own (local memory, development) the process builds it in a
-  background thread, never in the thread that runs its sync views and Django's request signals;
+  the same URL (stale-while-revalidate): no visitor waits for a rebuild. Where the cache is
+  Redis (``SOLBOARD_CACHE_URL``, production) the site worker builds it (the
+  ``leaderboard.rebuild_page`` task), so a web process only ever serves stored pages and never
+  spends its CPU or its GIL on a rebuild; otherwise (development: a folder shared with the site
+  worker, or local memory) the process builds it in a background thread, never in the thread that
+  runs its sync views and Django's request signals. In development a page made out of date by a
+  result (a new data version, not just age) is built for the next visitor, who sees the result;
 - not cached yet: built by whoever asks.
 
 Only GET requests without a session or messages cookie qualify, with at most the query parameters
@@ -46,7 +48,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.urls import Resolver404, resolve
 
 from leaderboard.middleware import HybridMiddleware
-from leaderboard.web.cache import KEEP_SECONDS, data_version, shared_cache, version_keys
+from leaderboard.web.cache import KEEP_SECONDS, data_version, rebuilds_on_worker, shared_cache, version_keys
 
 #: Pages cached whole for anonymous visitors: URL name -> the query parameters the page reads.
 CACHEABLE: dict[str, tuple[str, ...]] = {"home": (), "problem": ("gpu", "features", "version")}
@@ -143,6 +145,8 @@ def lookup(plan: Plan) -> Lookup:
     entry = found.get(plan.key)
     if not isinstance(entry, dict):
         return Lookup(None, version)
+    if entry["version"] != version and not rebuilds_on_worker():
+        return Lookup(None, version)  # development: the visitor after a result sees it (built in the request)
     if not plan.fresh(entry, version) and shared_cache().add(f"{plan.key}:rebuilding", 1, REBUILD_LOCK_SECONDS):
         rebuild_later(plan, version)
     return Lookup(_response(entry, time.time() - entry["built_at"]), version)
@@ -174,7 +178,7 @@ _local = threading.local()
 
 
 def rebuild_later(plan: Plan, version: str) -> Future[None]:
-    if settings.SOLBOARD_CACHE_URL:
+    if rebuilds_on_worker():
         return _rebuilder.submit(send_rebuild, plan, version)
     return _rebuilder.submit(rebuild_here, plan, version)
 

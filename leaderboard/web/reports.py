@@ -29,6 +29,7 @@ from leaderboard.models import (
     ShapeResult,
     Submission,
 )
+from leaderboard.queues import availability, queue_position
 from leaderboard.rankings import meets_features
 from leaderboard.web.agents import agent_label
 from leaderboard.web.charts import Chart, RooflinePoint, roofline_chart
@@ -121,6 +122,8 @@ class LiveState:
     running_for: timedelta | None = None
     #: The running job's provisional result (ranked stage done, witness running), as judged.
     provisional: dict[str, Any] | None = None
+    #: Queued, and no live runner serves its queue: the sentence that says so ('' otherwise).
+    no_runner: str = ""
 
 
 def live_state(evaluation: Evaluation) -> LiveState | None:
@@ -132,11 +135,12 @@ def live_state(evaluation: Evaluation) -> LiveState | None:
         runner = evaluation.runner.name if evaluation.runner else "a runner"
         return LiveState(f"running on {runner}", running_for=now - (evaluation.started_at or now),
                          provisional=evaluation.current_provisional)
-    ahead = Evaluation.objects.filter(gpu_type=evaluation.gpu_type, status=S.QUEUED, cancel_requested=False,
-                                      queued_at__lt=evaluation.queued_at).count()
+    position = queue_position(evaluation) or 1
     stage = ("handed to the runners' queue" if evaluation.enqueued_at else
              f"waiting on the site: at most {max_inflight_per_user()} of your evaluations per GPU type run at once")
-    return LiveState(stage, position=ahead + 1, estimated_wait=_estimated_wait(evaluation, ahead + 1))
+    served = availability(evaluation.gpu_type.key, evaluation.submission.problem.world_size)
+    return LiveState(stage, position=position, estimated_wait=_estimated_wait(evaluation, position) if served.served
+                     else None, no_runner=served.warning())
 
 
 def _estimated_wait(evaluation: Evaluation, position: int) -> timedelta | None:

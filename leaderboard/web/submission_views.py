@@ -120,6 +120,9 @@ def publish(request: HttpRequest, pk: int) -> HttpResponse:
     found = _owner_action(request, pk)
     if isinstance(found, HttpResponse):
         return found
+    if request.POST.get("confirm") != "public":  # the page's confirmation step, not a stray POST
+        messages.error(request, "Not made public: confirm with the button that says it cannot be undone.")
+        return redirect("submission", pk=pk)
     if publish_submission(found):
         messages.success(request, "The source is now public.")
     else:

@@ -4,6 +4,7 @@ never again), list, revoke. The token functions are the model's (``ApiToken.issu
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -21,7 +22,9 @@ class TokenForm(forms.Form):
 
 def _page(request: HttpRequest, form: TokenForm, plain: str | None = None, status: int = 200) -> HttpResponse:
     tokens = ApiToken.objects.filter(user=request.user).order_by("revoked_at", "-created_at")
-    return render(request, "web/tokens.html", {"form": form, "tokens": tokens, "plain": plain}, status=status)
+    server = request.build_absolute_uri("/").rstrip("/")  # the address this visitor reached the site at
+    return render(request, "web/tokens.html", {"form": form, "tokens": tokens, "plain": plain, "server": server,
+                                               "dev_gpu": settings.SOLBOARD_DEV_GPU_TYPE}, status=status)
 
 
 @never_cache  # the one response that carries a new token must not be kept by any cache

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from leaderboard.web import accounts, pages, problems, submission_views, tokens, upload
+from leaderboard.web import accounts, docs, pages, problems, submission_views, tokens, upload
 
 urlpatterns = [
     path("", pages.home, name="home"),
@@ -22,4 +22,6 @@ urlpatterns = [
     path("accounts/signup/", accounts.sign_up, name="sign-up"),
     path("accounts/login/", accounts.SignInView.as_view(), name="login"),
     path("accounts/logout/", accounts.SignOutView.as_view(), name="logout"),
+    path("docs/", docs.docs_index, name="docs"),
+    path("docs/<slug:name>.md", docs.doc_page, name="doc"),
 ]

@@ -9,69 +9,27 @@ development device, whose results rank only among themselves.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import stat
 import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from solboard_client.commands import EXIT_SERVICE
+from tests.integration.live_site import REPO, SOLBOARD, free_port, live_site, manage
 
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[2]
-SOLBOARD = [sys.executable, "-m", "leaderboard"]
 WRONG = (REPO / "examples/python/vector_add.py").read_text().replace("torch.add(a, b", "torch.sub(a, b")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """A live `make run` on a free port; yields the environment a client needs to reach it."""
     var = tmp_path_factory.mktemp("site")
-    var.chmod(0o755)  # the runner's sandboxed jobs run as an unprivileged user under it
-    port = free_port()
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND")}
-    env.update(SOLBOARD_VAR=str(var), PORT=str(port), PYTHONPATH=str(REPO))
-    log = (var / "run.log").open("wb")
-    process = subprocess.Popen([*SOLBOARD, "dev"], env=env, stdout=log, stderr=subprocess.STDOUT,
-                               start_new_session=True)
-    try:
-        wait_until_healthy(port, process, var)
-        token = subprocess.run([*SOLBOARD, "manage", "create_api_token", "alice", "--create-user"], env=env,
-                               capture_output=True, text=True, check=True).stdout.strip()
-        yield {**env, "SOLBOARD_SERVER": f"http://127.0.0.1:{port}", "SOLBOARD_TOKEN": token,
-               "SOLBOARD_CREDENTIALS": str(var / "credentials.json")}
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=60)
-        log.close()
-
-
-def wait_until_healthy(port: int, process: subprocess.Popen[bytes], var: Path) -> None:
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        assert process.poll() is None, (var / "run.log").read_text()[-4000:]
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as answer:
-                if answer.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(1)
-    raise AssertionError("make run did not become healthy:\n" + (var / "run.log").read_text()[-4000:])
+    with live_site(var) as env:
+        token = manage(env, "create_api_token", "alice", "--create-user")
+        yield {**env, "SOLBOARD_TOKEN": token, "SOLBOARD_CREDENTIALS": str(var / "credentials.json")}
 
 
 def solboard(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

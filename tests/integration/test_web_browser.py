@@ -11,12 +11,7 @@ main pages are kept in ``var/test-artifacts/web/`` (``SOLBOARD_ARTIFACTS`` to ch
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,10 +19,10 @@ import pytest
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, sync_playwright
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.integration.live_site import REPO, live_site
+
 CHROMIUM = Path("/usr/bin/chromium")
 VECTOR_ADD = (REPO / "examples" / "python" / "vector_add.py").read_text()
-START_TIMEOUT_S = 180
 EVALUATION_TIMEOUT_S = 300
 
 pytestmark = [
@@ -38,51 +33,11 @@ pytestmark = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def wait_until_healthy(base: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"solboard dev exited with {process.returncode}:\n{log.read_text()[-4000:]}")
-        try:
-            with urllib.request.urlopen(f"{base}/healthz", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(1)
-    pytest.fail(f"solboard dev did not answer /healthz within {START_TIMEOUT_S}s:\n{log.read_text()[-4000:]}")
-
-
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`solboard dev` on its own var folder, database and broker; stopped (whole group) afterwards."""
-    var = tmp_path_factory.mktemp("browser-var")
-    var.chmod(0o755)  # the runner's sandboxed jobs run as an unprivileged user under it
-    port = free_port()
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND")}
-    env.update(SOLBOARD_VAR=str(var), PORT=str(port), SOLBOARD_DEV_GPU_TYPE="cpu", PYTHONUNBUFFERED="1")
-    log = var / "dev.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "leaderboard", "dev"], cwd=REPO, env=env, stdout=out,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_healthy(base, process, log)
-        yield base
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+    with live_site(tmp_path_factory.mktemp("browser-var"), SOLBOARD_DEV_GPU_TYPE="cpu") as env:
+        yield env["SOLBOARD_SERVER"]
 
 
 @pytest.fixture(scope="module")
@@ -140,12 +95,14 @@ def test_a_person_signs_up_uploads_watches_it_pass_finds_it_ranked_and_shares_it
     p.screenshot(path=str(artifacts / "upload-error.png"), full_page=True)
 
     p.fill("#id_source", VECTOR_ADD)
+    assert p.is_checked("input[name=mode][value=test]")  # the default, as the API and the CLI
+    p.check("input[name=mode][value=ranked]")
     p.click("button:has-text('Submit')")
     p.wait_for_url("**/submissions/*/")
     report_url = p.url
     seen = statuses_until_final(p, EVALUATION_TIMEOUT_S)
     assert seen[0] in ("queued", "running") and seen[-1] == "passed", seen
-    p.wait_for_selector("text=Ranked with score", timeout=30000)
+    p.wait_for_selector("text=Ranked on the CPU development board", timeout=30000)
     p.screenshot(path=str(artifacts / "report-owner.png"), full_page=True)
 
     p.goto("/problems/vector_add/?gpu=cpu")
@@ -155,7 +112,9 @@ def test_a_person_signs_up_uploads_watches_it_pass_finds_it_ranked_and_shares_it
     row.locator("a[href^='/submissions/']").first.click()
     p.wait_for_url(report_url)
 
-    p.click("button:has-text('Make public')")
+    p.click("summary:has-text('Make public')")
+    assert p.locator("#make-public").inner_text().count("cannot be undone") == 1
+    p.click("button:has-text('Make the source public for good')")
     p.wait_for_selector("text=public source")
     p.click("button:has-text('Log out')")
     p.goto(report_url)

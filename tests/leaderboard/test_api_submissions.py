@@ -72,7 +72,7 @@ def test_a_program_submits_a_kernel_that_is_saved_and_handed_to_the_broker(
     assert response["Location"] == f"/api/submissions/{body['id']}"
     assert body["source"] == VECTOR_ADD and body["status"] == "queued"
     [evaluation] = body["evaluations"]
-    assert (evaluation["gpu_type"], evaluation["mode"], evaluation["queue_position"]) == ("cpu", "ranked", 0)
+    assert (evaluation["gpu_type"], evaluation["mode"], evaluation["queue_position"]) == ("cpu", "ranked", 1)  # 1 = next to start
     assert evaluation["not_ranked_reason"] == "not finished (queued)"
     [job] = messages_on(broker, gpu_queue("cpu"))
     assert job["evaluation_id"] == evaluation["id"]

@@ -79,6 +79,19 @@ def test_a_terminal_status_owes_one_delivery_queued_for_the_site_worker(
     assert messages_on(broker, SITE_QUEUE) == [delivery.pk]
 
 
+def test_the_payload_links_are_absolute_on_the_sites_address(alice: Any, catalogue: None, settings: Any,
+                                                             receiver: tuple[str, Receiver],
+                                                             django_capture_on_commit_callbacks: Any) -> None:
+    settings.SITE_URL = "https://solboard.example.org"
+    evaluation, _token = submitted_with_callback(alice, receiver[0])
+    with django_capture_on_commit_callbacks(execute=True):
+        finish(evaluation, "failed", message="wrong answer", evaluator_status="INCORRECT_NUMERICAL")
+    payload = WebhookDelivery.objects.get().payload
+    pk = evaluation.submission_id
+    assert payload["url"] == f"https://solboard.example.org/api/submissions/{pk}"
+    assert payload["report_url"] == f"https://solboard.example.org/submissions/{pk}/"
+
+
 def test_the_delivery_is_signed_with_the_tokens_secret(alice: Any, catalogue: None,
                                                         receiver: tuple[str, Receiver]) -> None:
     url, state = receiver

@@ -62,3 +62,10 @@ def test_stopping_kills_a_child_that_ignores_sigterm_after_the_grace_period() ->
     time.sleep(0.5)
     stop_all([stubborn], grace=1.0)
     assert stubborn.process is not None and stubborn.process.returncode == -9
+
+
+def test_the_dispatcher_knows_every_client_subcommand() -> None:
+    from leaderboard.cli import CLIENT_COMMANDS
+    from solboard_client.main import COMMANDS
+
+    assert CLIENT_COMMANDS == set(COMMANDS)

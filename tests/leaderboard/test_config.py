@@ -115,6 +115,8 @@ def test_settings_refuse_a_malformed_boolean() -> None:
     ("SOLBOARD_RUNNER_MESSAGE_WINDOW_SECONDS", "ages", "is not an integer"),
     ("SOLBOARD_SWEEP_SECONDS", "0.1", "SOLBOARD_SWEEP_SECONDS=0.1 is below the minimum 0.5"),
     ("SOLBOARD_BROKER_WAIT_MAX_SECONDS", "nan", "is not a finite number"),
+    ("SOLBOARD_CACHE_URL", "/var/cache", "is neither redis://..., rediss://..., unix://... nor file:///dir"),
+    ("SITE_URL", "solboard.example.org", "must start with http:// or https://"),
 ])
 def test_settings_refuse_a_malformed_dispatch_setting_at_start(variable: str, value: str, message: str) -> None:
     # Read at call time, these failed only inside a task or an on_commit hook, where they were logged.
@@ -135,3 +137,23 @@ def test_production_settings_pass_check_deploy() -> None:
     env = {"DEBUG": "false", "SECRET_KEY": secrets.token_urlsafe(50), "ALLOWED_HOSTS": "solboard.example.org"}
     result = django_check(env, "--deploy", "--fail-level", "WARNING")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_cache_url_picks_a_cache_shared_between_processes(tmp_path: Path) -> None:
+    """make run's folder cache is shared by the web server and the site worker; no URL: local memory."""
+    code = ("from django.conf import settings; c = settings.CACHES['default']; "
+            "print(c['BACKEND'].rsplit('.', 1)[1], c.get('LOCATION', ''))")
+    clean = {k: v for k, v in os.environ.items() if k != "SOLBOARD_CACHE_URL"}
+    found = [subprocess.run([sys.executable, "-c", f"import django; django.setup(); {code}"], cwd=REPO,
+                            env={**clean, "DJANGO_SETTINGS_MODULE": "leaderboard.settings", **extra},
+                            capture_output=True, text=True, timeout=120, check=True).stdout.split()
+             for extra in ({"SOLBOARD_CACHE_URL": f"file://{tmp_path}"}, {})]
+    assert found == [["FileBasedCache", str(tmp_path)], ["LocMemCache"]]
+
+
+def test_make_run_gives_its_children_one_folder_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from leaderboard.devserver import child_env
+
+    monkeypatch.setenv("SOLBOARD_VAR", str(tmp_path))
+    monkeypatch.delenv("SOLBOARD_CACHE_URL", raising=False)
+    assert child_env()["SOLBOARD_CACHE_URL"] == f"file://{tmp_path}/cache"

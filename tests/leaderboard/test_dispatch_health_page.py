@@ -25,6 +25,8 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"
 def fleet(alice: Any, gpu_types: dict[str, GpuType], problems: Any) -> Evaluation:
     """Two runners: one alive and busy with alice's evaluation, one silent for ten minutes."""
     cpu = gpu_types["cpu"]
+    Submission.objects.create(user=alice, problem=problems["vector_add"], problem_version=1, language="python",
+                              source="def kernel(a, b, c): pass\n")  # so that ids of the two kinds differ
     submission = Submission.objects.create(user=alice, problem=problems["vector_add"], problem_version=1,
                                            language="python", source="def kernel(a, b, c): pass\n")
     running = Evaluation.objects.create(submission=submission, gpu_type=cpu, mode="test", status="running",
@@ -60,7 +62,10 @@ def test_the_runner_health_page_shows_alive_and_stale_runners_and_queue_depth(
     page.goto(f"{live_server.url}/runners/")
     alive, stale = page.locator('tr[data-runner="node-a:cpu"]'), page.locator('tr[data-runner="node-b:gpu0"]')
     assert alive.locator("td.state").inner_text() == "alive"
-    assert alive.locator("td.current").inner_text() == f"#{fleet.pk}"
+    assert fleet.pk != fleet.submission_id
+    current = alive.locator("td.current a")  # one id per thing: the submission, as the report page has it
+    assert current.inner_text() == f"submission {fleet.submission_id}, cpu test run 1"
+    assert current.get_attribute("href") == f"/submissions/{fleet.submission_id}/#evaluation-{fleet.pk}"
     assert stale.locator("td.state").inner_text() == "stale"
     assert "NVIDIA H200" in stale.inner_text() and "host-b" not in stale.inner_text()  # host names: staff only
     cpu_queue = page.locator('tr[data-gpu-type="cpu"] td').all_inner_texts()
@@ -72,6 +77,8 @@ def test_the_runner_health_api_reports_the_same_figures(fleet: Evaluation, clien
     runners = {runner["name"]: runner for runner in body["runners"]}
     assert runners["node-a:cpu"]["alive"] and not runners["node-b:gpu0"]["alive"]
     assert runners["node-a:cpu"]["current_evaluation"] == fleet.pk and runners["node-a:cpu"]["hostname"] is None
+    assert runners["node-a:cpu"]["current_submission"] == fleet.submission_id
+    assert runners["node-a:cpu"]["current_label"] == f"submission {fleet.submission_id}, cpu test run 1"
     queues = {queue["gpu_type"]: queue for queue in body["queues"]}
     assert (queues["cpu"]["waiting"], queues["cpu"]["running"]) == (1, 1)
     assert queues["cpu"]["development_device"] and not queues["h200"]["development_device"]

@@ -139,25 +139,66 @@ def test_a_file_and_pasted_source_together_are_refused(uploader: Client) -> None
     assert "give a file or pasted source, not both" in page
 
 
-def test_a_file_over_the_source_limit_is_refused_with_its_size(uploader: Client, settings: Any) -> None:
+def test_a_file_over_the_source_limit_is_refused_beside_it_with_every_other_input_kept(
+        uploader: Client, settings: Any) -> None:
+    """Even a file far larger than the site reads into memory (2 MB against 512 KiB): it is dropped
+    as it arrives and the form answers, not a 413 that resets everything."""
+    assert settings.SOLBOARD_MAX_SOURCE_BYTES == 512 * 1024 and settings.DATA_UPLOAD_MAX_MEMORY_SIZE < 2 << 20
+    upload = SimpleUploadedFile("big.py", b"#" * (2 << 20))
+    spec = "[launch]\ngrid = 1\n"
+    response = uploader.post("/submit/", {**GOOD, "gpu_types": ["cpu", "h100"], "launch_spec": spec,
+                                          "source_file": upload})
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert "big.py: the source is over the limit of 524288 bytes (512 KiB)" in page
+    for name, value in (("gpu_types", "cpu"), ("gpu_types", "h100"), ("mode", "ranked")):
+        assert re.search(rf'<input[^>]*name="{name}" value="{value}"[^>]*checked', page), (name, value)
+    assert spec in page and re.search(r'<option value="vector_add" selected>', page)
+    assert not Submission.objects.exists()
+
+
+def test_a_file_just_over_the_limit_is_refused_with_its_size_in_the_same_words(uploader: Client,
+                                                                               settings: Any) -> None:
     settings.SOLBOARD_MAX_SOURCE_BYTES = 1000
-    upload = SimpleUploadedFile("big.py", b"#" * 1500)
+    upload = SimpleUploadedFile("big.py", b"#" * 1000 + b"#" * 500)
     page = uploader.post("/submit/", {**GOOD, "source_file": upload}).content.decode()
-    assert "the file is 1500 bytes; the limit is 1000" in page
+    assert "big.py: the source is over the limit of 1000 bytes (0.9766 KiB)" in page
 
 
 def test_pasted_source_over_the_limit_is_refused_with_the_limit(uploader: Client, settings: Any) -> None:
     settings.SOLBOARD_MAX_SOURCE_BYTES = 1000
     page = uploader.post("/submit/", {**GOOD, "source": "#" * 1500}).content.decode()
-    assert "source is 1500 bytes; the limit is 1000" in page
+    assert "the source is 1500 bytes; the limit is 1000 bytes (0.9766 KiB)" in page
 
 
-def test_a_body_larger_than_the_site_reads_is_a_413_that_says_so(uploader: Client, settings: Any) -> None:
+def test_a_body_larger_than_the_site_reads_is_a_413_that_states_the_source_limit(uploader: Client,
+                                                                                settings: Any) -> None:
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 4096
     response = uploader.post("/submit/", {**GOOD, "source": "#" * 10_000})
     assert response.status_code == 413
-    assert "the site accepts at most 4096" in response.content.decode()
+    page = response.content.decode()
+    assert "Nothing was saved" in page and "A kernel's source may be at most 524288 bytes (512 KiB)" in page
     assert not Submission.objects.exists()
+
+
+def test_a_body_declared_over_the_cap_is_refused_unread(uploader: Client, settings: Any) -> None:
+    settings.SOLBOARD_MAX_SOURCE_BYTES = 1000
+    cap = settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 16 * 1000
+    response = uploader.post("/submit/", {**GOOD, "source_file": SimpleUploadedFile("big.py", b"#" * (cap + 1))})
+    assert response.status_code == 413
+    assert "the request was" in response.content.decode() and "1000 bytes (0.9766 KiB)" in response.content.decode()
+
+
+def test_the_form_api_and_cli_share_one_default_mode_and_say_it(uploader: Client) -> None:
+    from evaluator.vocabulary import DEFAULT_MODE
+    from leaderboard.api.serializers import SubmitSerializer
+    from solboard_client.main import build_parser
+
+    page = uploader.get("/submit/").content.decode()
+    assert re.search(rf'value="{DEFAULT_MODE}"[^>]*checked', page) and f"Default {DEFAULT_MODE}" in page
+    assert SubmitSerializer().fields["mode"].default == DEFAULT_MODE
+    args = build_parser().parse_args(["submit", "k.py", "--problem", "vector_add", "--gpu", "cpu"])
+    assert args.mode == DEFAULT_MODE == "test"
 
 
 # ---------------------------------------------------------------- CSRF on every form

@@ -39,7 +39,7 @@ def test_the_home_page_lists_the_synced_problems(client: Client, problems: dict[
     page = client.get("/").content.decode()
     for problem in problems.values():
         assert problem.title in page or problem.name in page
-    assert "development only, never ranked" in page
+    assert "development board: ranked only among CPU results" in page
 
 
 def test_the_api_schema_and_docs_are_served(client: Client) -> None:
@@ -84,3 +84,33 @@ def test_admin_search_finds_evaluations_by_user_sha256_or_job_id(
         response = client.get(url, {"q": term})
         assert response.status_code == 200, term
         assert response.context["cl"].result_count == 1, term
+
+
+def test_the_admin_evaluation_list_names_the_submission_problem_and_user(
+    client: Client, operator: Any, alice: Any, problems: dict[str, Problem], gpu_types: Any
+) -> None:
+    submission = Submission.objects.create(user=alice, problem=problems["vector_add"], problem_version=1,
+                                           language="python", source="pass\n")
+    Evaluation.objects.create(submission=submission, gpu_type=gpu_types["h100"], mode="ranked")
+    client.force_login(operator)
+    page = client.get(reverse("admin:leaderboard_evaluation_changelist")).content.decode()
+    row = page[page.index('class="field-run_label"'):]
+    row = row[: row.index("</tr>")]
+    assert f"submission {submission.pk} · h100 ranked run 1" in row
+    assert ">vector_add<" in row and ">alice<" in row
+    assert f"#{submission.pk} " not in page  # Submission.__str__'s "#22 37 by 1"
+
+
+def test_favicon_ico_is_served(client: Client) -> None:
+    response = client.get("/favicon.ico")
+    assert response.status_code == 200 and response["Content-Type"] == "image/x-icon"
+    assert response.content[:4] == b"\x00\x00\x01\x00"
+
+
+def test_the_docs_are_served_as_pages_and_links_between_them_resolve(client: Client) -> None:
+    page = client.get("/docs/ptx.md").content.decode()
+    assert "<h1>" in page and "PTX" in page
+    assert client.get("/docs/no-such-doc.md").status_code == 404
+    assert client.get("/docs/..%2Fsettings.md").status_code == 404
+    index = client.get("/docs/").content.decode()
+    assert 'href="/docs/api.md"' in index and 'href="/docs/website.md"' in index

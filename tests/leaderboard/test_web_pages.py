@@ -14,7 +14,7 @@ import pytest
 from django.test import Client
 
 from evaluator.report import Status
-from leaderboard.models import ApiToken, Evaluation, RunnerNode
+from leaderboard.models import ApiToken, Evaluation, RunnerNode, Submission
 from tests.leaderboard.web_helpers import RUNNER, evaluate, gpu_report, ranked, submit
 
 pytestmark = pytest.mark.django_db
@@ -197,9 +197,13 @@ def test_making_a_submission_public_shows_its_source_to_everyone(
     evaluation = ranked(alice, "vector_add", "h200", 1.0)
     url = f"/submissions/{evaluation.submission_id}/"
     client.force_login(bob)
-    assert client.post(url + "publish").status_code == 403
+    assert client.post(url + "publish", {"confirm": "public"}).status_code == 403
     client.force_login(alice)
-    assert client.post(url + "publish").status_code == 302
+    page = client.get(url).content.decode()
+    assert "This cannot be undone" in page and 'name="confirm" value="public"' in page
+    client.post(url + "publish")  # a POST without the page's confirmation changes nothing
+    assert not Submission.objects.get(pk=evaluation.submission_id).public
+    assert client.post(url + "publish", {"confirm": "public"}).status_code == 302
     client.logout()
     assert "torch</span>" in client.get(url).content.decode()
 
@@ -266,7 +270,7 @@ def test_the_home_page_shows_the_best_score_per_gpu_type_and_the_queues(
     assert "alice" in row[: row.index("</tr>")] and "bob" not in row[: row.index("</tr>")]
     queue = page[page.index('data-gpu-type="h100"'):]
     assert re.search(r'<td class="num">1</td>', queue[: queue.index("</tr>")])
-    assert "development only, never ranked" in page
+    assert "development board: ranked only among CPU results" in page
 
 
 def test_the_user_page_lists_submissions_and_best_ranks(client: Client, alice: Any, bob: Any,

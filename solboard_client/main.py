@@ -9,9 +9,8 @@ import sys
 from collections.abc import Callable
 
 from evaluator.vocabulary import DEFAULT_MODE, LANGUAGES
-from solboard_client import account, commands, local
+from solboard_client import account, commands, local, native
 from solboard_client import commands as c
-from solboard_client import native
 from solboard_client.helptext import COMMAND_HELP, epilog
 from solboard_client.output import Output
 from solboard_client.transport import ApiFailure, ServiceFailure

@@ -23,6 +23,7 @@ import torch
 
 from evaluator.harness import correctness as corr
 from evaluator.harness import process_tree, witness_run, work
+from evaluator.harness.call_limits import call_limit
 from evaluator.harness.device import device_info, single_threaded_host_work
 from evaluator.harness.judge_timing import BaselineTimer, KernelTimingService
 from evaluator.harness.outcome import JudgeOutcome
@@ -307,10 +308,11 @@ class Judge:
 
     def _trials(self, shape: Any, ctx: work.ShapeContext, inputs: list[torch.Tensor],
                 outputs: list[torch.Tensor]) -> dict[str, Any]:
-        checks = []
+        checks: list[dict[str, Any]] = []
         for seed, public in trial_seeds(self.request, self.config["public_seeds"], shape.shape_id):
             for distribution in self.problem.distributions:
                 label = trial_label(public, distribution)
+                self.limit_call(shape.shape_id, f"the call of the test trial {label}", first=not checks)
                 status, message, errors, fatal = self.call_and_check(ctx, inputs, outputs, seed, distribution)
                 checks.append(check_entry(label, distribution, public, status, message, errors))
                 if status != "PASSED":
@@ -336,6 +338,7 @@ class Judge:
         private = self.write_inputs(ctx, inputs, outputs, seed, distribution)
         self.child.send({"type": "call"})
         answer = self.child.receive("called")
+        self.child.end_call()
         if answer.get("error"):
             return "RUNTIME_ERROR", str(answer["error"])[:4000], {}, bool(answer.get("fatal"))
         if answer.get("problem"):  # the child incriminating itself: only failing statuses are taken
@@ -346,6 +349,13 @@ class Judge:
         if note and status == "PASSED":
             message = note
         return status, message, errors, False
+
+    def limit_call(self, shape_id: str, what: str, first: bool) -> None:
+        """The next call on ``shape_id`` answers within its limit (``call_limits``) or is killed."""
+        baseline = self.baselines.get(shape_id)
+        median = baseline.stats.get("median_us") if baseline is not None else None
+        limit = call_limit(median, first, self.device)
+        self.child.limit_call(what, limit.seconds, limit.rule)
 
     def take_outputs(self, outputs: list[torch.Tensor]) -> dict[str, torch.Tensor]:
         """The outputs copied out of the shared memory now, by name."""
@@ -407,7 +417,11 @@ class Judge:
         stage = self.child.timed_out
         assert stage is not None
         where = f" (shape {stage.shape})" if stage.shape else ""
-        message = f"stage {stage.name}{where} ran past its limit of {stage.limit_s:g} s; the process group was killed"
+        if stage.call:
+            message = (f"{stage.call}{where} ran past its limit of {stage.limit_s:.3g} s ({stage.call_rule}); "
+                       "the process group was killed")
+        else:
+            message = f"stage {stage.name}{where} ran past its limit of {stage.limit_s:g} s; the process group was killed"
         self._set_status("TIMEOUT", message)
         done = {report["shape_id"] for report in self.outcome.shapes}
         for report in self.outcome.shapes:

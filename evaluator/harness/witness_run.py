@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from evaluator.harness import channel, process_tree
+from evaluator.harness.call_limits import CallLimit, witness_call_limit
 from evaluator.harness.witness import (
     MIN_WITNESS_CALLS,
     SESSION_LIMIT_S,
@@ -51,6 +52,22 @@ class Peer:
 
     def extend(self, limit_s: float) -> None:
         self.deadline = time.monotonic() + limit_s
+
+    def call(self, limit: CallLimit) -> dict[str, Any]:
+        """One witnessed call, answered within its own limit as well as the session's: a kernel that
+        hangs only under the profiler ends the witness (provisional) in seconds, not minutes."""
+        session_deadline = self.deadline
+        self.deadline = min(session_deadline, time.monotonic() + limit.seconds)
+        self.send({"type": "call"})
+        try:
+            return self.receive("called")
+        except WitnessFailed:
+            if time.monotonic() < self.deadline:
+                raise
+            raise WitnessFailed(f"a call under the witness ran past its limit of {limit.seconds:.3g} s "
+                                f"({limit.rule})") from None
+        finally:
+            self.deadline = session_deadline
 
     def receive(self, *expected: str) -> dict[str, Any]:
         try:
@@ -244,8 +261,7 @@ def _witness_shape(judge: Any, peer: Peer, shape: Any, report: dict[str, Any]) -
         while made < calls_for(made, time.monotonic() - began):
             made += 1
             private = judge.write_inputs(ctx, inputs, outputs, _seed(), judge.problem.distributions[0])
-            peer.send({"type": "call"})
-            answer = peer.receive("called")
+            answer = peer.call(witness_call_limit(report["timing"].get("median_us")))
             if answer.get("error"):
                 raise WitnessFailed(f"the kernel raised under the witness: {str(answer['error'])[:300]}")
             _count_gpu_processes(judge)

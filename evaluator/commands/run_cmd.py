@@ -60,6 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"default {TEST_MODE_TEST_LIMIT_S:g} in test mode, {TEST_LIMIT_S:g} in ranked mode")
     parser.add_argument("--time-limit-ranked", type=float, default=None, metavar="S",
                         help=f"default {TEST_MODE_RANKED_LIMIT_S:g} in test mode, {RANKED_LIMIT_S:g} in ranked mode")
+    parser.add_argument("--time-limit-first-call", type=float, default=None, metavar="S",
+                        help="the first call of each shape (compilation, autotuning); default 15 on a GPU, "
+                        "90 on the CPU device")
     parser.add_argument("--log-bytes", type=int, default=64 * 1024, metavar="N")
     parser.add_argument("--calibration", type=Path, default=None, help="JSON of attainable ceilings")
     parser.add_argument("--no-profile", action="store_true",
@@ -135,7 +138,8 @@ def _limits(args: argparse.Namespace, limits: type[Limits]) -> Limits:
     compile_s, test_s, ranked_s = stage_limits(args.mode)
     return limits(compile_s if args.time_limit_compile is None else args.time_limit_compile,
                   test_s if args.time_limit_test is None else args.time_limit_test,
-                  ranked_s if args.time_limit_ranked is None else args.time_limit_ranked, args.log_bytes)
+                  ranked_s if args.time_limit_ranked is None else args.time_limit_ranked, args.log_bytes,
+                  args.time_limit_first_call)
 
 
 def main(args: argparse.Namespace) -> int:

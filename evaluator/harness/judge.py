@@ -354,7 +354,7 @@ class Judge:
         """The next call on ``shape_id`` answers within its limit (``call_limits``) or is killed."""
         baseline = self.baselines.get(shape_id)
         median = baseline.stats.get("median_us") if baseline is not None else None
-        limit = call_limit(median, first, self.device)
+        limit = call_limit(median, first, self.device, self.request.limits.first_call_s)
         self.child.limit_call(what, limit.seconds, limit.rule)
 
     def take_outputs(self, outputs: list[torch.Tensor]) -> dict[str, torch.Tensor]:

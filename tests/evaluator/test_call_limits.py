@@ -20,6 +20,7 @@ def test_a_steady_call_gets_a_hundred_times_the_baseline_and_a_first_call_its_co
     assert "100 x the baseline's median (2000.0 us)" in call_limit(2000.0, first=False).rule
     assert call_limit(2000.0, first=True).seconds == FIRST_CALL_S["cuda"] == 15.0
     assert call_limit(2000.0, first=True, device="cpu").seconds == FIRST_CALL_S["cpu"]
+    assert call_limit(2000.0, first=True, device="cpu", first_call_s=10.0).seconds == 10.0
     assert call_limit(None, first=False).seconds == STEADY_FLOOR_S
     # A baseline so slow that 100x of it exceeds the allowance keeps its own budget on a first call.
     assert call_limit(1e6, first=True).seconds == pytest.approx(STEADY_FLOOR_S + 100.0)
@@ -30,10 +31,11 @@ def test_a_kernel_that_never_returns_ends_a_test_mode_job_at_its_first_calls_lim
     for 301.8 s before). On a GPU the allowance is 15 s: under 30 s from a fresh process
     (benchmarks/harness_h200.sh limits)."""
     started = time.monotonic()
-    report = evaluate_file("vector_add", GOOD / "hangs.py", *CPU)
-    assert time.monotonic() - started < FIRST_CALL_S["cpu"] + 15
+    # The CPU device allows 90 s (torch.compile's gcc on a shared machine): the test asks for 10.
+    report = evaluate_file("vector_add", GOOD / "hangs.py", *CPU, "--time-limit-first-call", "10")
+    assert time.monotonic() - started < 25
     assert report["status"] == "TIMEOUT"
-    assert "test trial" in report["message"] and f"limit of {FIRST_CALL_S['cpu']:g} s" in report["message"]
+    assert "test trial" in report["message"] and "limit of 10 s" in report["message"]
     assert "may compile and autotune" in report["message"]
 
 

@@ -86,6 +86,7 @@ class Child:
             import cuda.bindings.runtime  # noqa: F401 - CUDA IPC, used to map the judge's buffers
         else:
             torch.set_num_threads(1)  # steadier wall-clock timing on a shared development machine
+        anticheat.install_what_torch_compile_installs()
         spin = torch.randn(1 << 21)  # a parallel CPU op starts the intra-op pool now
         float((spin.double() - spin.double()).abs().sum())
         warm_blas(self.device)

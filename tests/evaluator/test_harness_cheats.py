@@ -13,10 +13,12 @@ RANKED = ("--device", "cpu", "--mode", "ranked", "--secret-seed-stdin")
 CASES = {
     "c02_background_thread": ({"REJECTED"}, "class 2"),
     "c02_finish_after_reply": ({"REJECTED"}, "changed its outputs ['c'] after it had returned"),
+    "c02_thread_named_tqdm": ({"REJECTED"}, "a background thread is running (class 2)"),
     "c03_lazy_output": ({"REJECTED"}, "class 3"),
     "c03_swapped_storage": ({"REJECTED"}, "class 3"),
     "c04_patch_timer": ({"REJECTED"}, "patched"),
     "c04_forge_report": ({"REJECTED"}, "forged report"),
+    "c04_patch_manual_seed": ({"REJECTED"}, "patched torch.manual_seed during import (class 4)"),
     "c16_early_ready": ({"REJECTED"}, "forged report"),
     "c16_patch_json_encoder": ({"REJECTED"}, "timing not confirmed"),
     "c16_starve_judge_clock": ({"REJECTED"}, "timing not confirmed"),

@@ -24,6 +24,7 @@ import torch
 from evaluator.harness import correctness as corr
 from evaluator.harness import process_tree, witness_run, work
 from evaluator.harness.call_limits import call_limit
+from evaluator.harness.cpu_baseline import BaselineClock, BaselineTimingFailed, time_in_child
 from evaluator.harness.device import device_info, single_threaded_host_work
 from evaluator.harness.judge_timing import BaselineTimer, KernelTimingService
 from evaluator.harness.outcome import JudgeOutcome
@@ -106,6 +107,8 @@ class Judge:
         self.outcome = JudgeOutcome(device={})
         self.phase, self.phase_began = "start_up", time.monotonic()
         self.baselines: dict[str, Any] = {}
+        #: CPU: the judge's clock of the baseline timed in the child (``cpu_baseline``), per shape.
+        self.baseline_clocks: dict[str, BaselineClock] = {}
         self.nvml: Any = None
         #: The ncu witness session, started with the job so its start-up overlaps the timing.
         self.witness_session: Any = None
@@ -218,9 +221,17 @@ class Judge:
         self.baseline_timer = BaselineTimer(self)
 
     def _time_baselines(self) -> None:
-        """Every shape's baseline, before the submission exists: nothing of its can slow them."""
+        """Every shape's baseline, before the submission exists: nothing of its can slow them. On the
+        CPU in the child, the way the kernel is timed (``cpu_baseline``)."""
         for shape in self.shapes:
-            self.baselines[shape.shape_id] = self.baseline_timer.time(shape)
+            if self.device == "cpu":
+                try:
+                    self.baselines[shape.shape_id], self.baseline_clocks[shape.shape_id] = \
+                        time_in_child(self, shape)
+                except BaselineTimingFailed as error:
+                    raise HarnessFailure(str(error)) from None
+            else:
+                self.baselines[shape.shape_id] = self.baseline_timer.time(shape)
 
     def _imported(self) -> bool:
         message = self.child.receive("imported", "compile_error")
@@ -408,7 +419,7 @@ class Judge:
         """CPU device: a passed timing its witness (the judge's clock) would not confirm."""
         if self.device != "cpu" or report.get("status") != "PASSED" or not report.get("timing"):
             return False
-        witness = judge_wall_witness(report)
+        witness = judge_wall_witness(report, self.baseline_clocks.get(str(report["shape_id"])))
         return witness is not None and not witness["confirmed"]
 
     # ------------------------------------------------------------ endings

@@ -61,6 +61,12 @@ def child_env(scratch: Path) -> dict[str, str]:
         PYTHONPATH=os.pathsep.join(python_path),
         PYTHONDONTWRITEBYTECODE="1",
         TRITON_CACHE_DIR=str(scratch / "triton"),
+        # @triton.autotune keeps what it chose in that cache (Triton's ``cache_results``), and
+        # Inductor its compiled graphs and autotuning in its own: the witness process, which runs
+        # with the same scratch folder after the timing child, then runs the configuration the child
+        # tuned and timed instead of tuning again under the profiler (docs/security.md, "Autotuning").
+        TRITON_CACHE_AUTOTUNING="1",
+        TORCHINDUCTOR_CACHE_DIR=str(scratch / "inductor"),
         TORCH_EXTENSIONS_DIR=str(scratch / "torch_extensions"),
         # torch.compile compiles in-process: a pool of compile workers would outlive the calls.
         TORCHINDUCTOR_COMPILE_THREADS="1",

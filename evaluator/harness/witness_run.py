@@ -23,6 +23,7 @@ from evaluator.harness.witness import (
     MIN_WITNESS_CALLS,
     SESSION_LIMIT_S,
     THIRD_CALL_BELOW_S,
+    WARMUP_CALLS,
     WITNESS_CALLS,
     NcuSession,
     attribute,
@@ -155,8 +156,8 @@ def witness_shapes(judge: Any, passed: list[tuple[Any, dict[str, Any]]]) -> list
 
 def _witness(judge: Any, timed: list[tuple[Any, dict[str, Any]]]) -> list[str]:
     if judge.device == "cpu":
-        for _, report in timed:
-            report["witness"] = judge_wall_witness(report)
+        for shape, report in timed:
+            report["witness"] = judge_wall_witness(report, judge.baseline_clocks.get(shape.shape_id))
         return []
     session = judge.witness_session or NcuSession(judge.scratch, judge.request.profile,
                                                   judge.request.profile_sections)
@@ -341,9 +342,10 @@ def _apply(session: NcuSession, timed: list[tuple[Any, dict[str, Any]]], output:
         times, kernels = calls.per_call_us[window], calls.kernels_per_call[window]
         if report.pop("witness_rejected", False):
             continue
-        report["witness"] = gpu_witness(report, times, int(statistics.median_low(kernels)), kernels)
+        warmup = WARMUP_CALLS if len(times) > WARMUP_CALLS else 0
+        report["witness"] = gpu_witness(report, times, int(statistics.median_low(kernels[warmup:])), kernels)
         if session.profile:
-            call = times.index(witnessed_time(times))
+            call = times.index(witnessed_time(times, warmup), warmup)
             report["profile"] = ProfileReport(available=True, tool=tool, kernels=calls.kernels[window][call])
     notes = []
     if calls.marker_us is not None:

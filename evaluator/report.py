@@ -243,14 +243,17 @@ class Witness(_Model):
 
     source: Literal["ncu", "judge_wall"] = Field(description="Who measured it.")
     median_us: float = Field(
-        description="The witnessed device time of a call: GPU, the median of the witnessed calls (of three; of "
-        "two, the lower); CPU, the judge's round trip below.")
+        description="The witnessed device time of a call: GPU, the lower median of the witnessed calls after "
+        "the warm-up ones; CPU, the judge's round trip below.")
     n: int = Field(description="Witnessed calls (each one's outputs verified by the judge).")
     calls_us: list[float] = Field(
         default_factory=list,
-        description="GPU: each witnessed call's device time as ncu measured it, in call order (median_us is "
-        "their median, or the lower of two). Empty on the CPU.")
+        description="GPU: each witnessed call's device time as ncu measured it, in call order, the warm-up "
+        "calls first (median_us is the lower median of the others). Empty on the CPU.")
     kernels_per_call: int = Field(default=0, description="Kernels ncu saw in one witnessed call.")
+    warmup_calls: int = Field(
+        default=0, description="GPU: the first calls of calls_us, made and checked but left out of median_us: "
+        "a first call's one-off work (an autotune, a lazy set-up) is never what the witness measures.")
     judge_round_trip_us: float | None = Field(
         default=None,
         description="How long a checked timed call kept the judge waiting, less the judge's own wake-up delay "
@@ -261,6 +264,30 @@ class Witness(_Model):
     )
     confirmed: bool = Field(description="The ranked median is not below floor_us (and no hidden host work).")
     message: str = ""
+    overhead_us: float | None = Field(
+        default=None,
+        description="CPU: what the judge's clock holds beyond the call itself (the pipe, both processes' "
+        "wake-ups, the harness's loop), measured on the trusted baseline in the same child before the "
+        "submission was imported: taken off the judge's clock to give a time the child cannot lower.")
+    baseline_us: float | None = Field(
+        default=None,
+        description="CPU: the judge's clock (10th percentile of the checked calls) of the baseline, timed in "
+        "the same child, the same way, before the import.")
+
+
+class RankedTime(_Model):
+    """The times a shape is scored and ranked on: ones the submission cannot lower (docs/security.md,
+    "The ranked figure"). Computed from the measurements by ``evaluator.scoring.ranked_time``, in the
+    evaluator and again on the site."""
+
+    kernel_us: float = Field(
+        description="The larger of the child's median and what its witness measured less the witness's "
+        "allowance (GPU: ncu's time less a per-kernel offset; CPU: the judge's clock less the harness's "
+        "overhead on it); the median itself when there is no witness.")
+    baseline_us: float = Field(
+        description="The baseline's, by the same rule on the CPU development device; on a GPU its median "
+        "(timed by the judge itself).")
+    raised: bool = Field(default=False, description="The witness, not the child's median, set kernel_us.")
 
 
 # ---------------------------------------------------------------- profile and evidence
@@ -335,6 +362,8 @@ class ShapeReport(_Model):
     witness: Witness | None = Field(
         default=None, description="Independent confirmation of the ranked median (ranked mode, PASSED)."
     )
+    ranked_time: RankedTime | None = Field(
+        default=None, description="The times the score and the rankings use (PASSED shapes with a timing).")
     wall_seconds: float = 0.0
 
     @model_validator(mode="after")
@@ -342,7 +371,8 @@ class ShapeReport(_Model):
         # A REJECTED shape keeps its claimed timing and witness ("timing not confirmed", "faster
         # than light"): the report shows both figures. Its SOL figures explain a faster-than-light
         # rejection. Nothing of it ranks.
-        if self.status not in (Status.PASSED, Status.REJECTED) and (self.timing or self.sol or self.witness):
+        if self.status not in (Status.PASSED, Status.REJECTED) and (self.timing or self.sol or self.witness
+                                                                      or self.ranked_time):
             raise ValueError("performance data exists only on a PASSED (or REJECTED) shape")
         return self
 

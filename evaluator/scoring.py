@@ -7,7 +7,7 @@ import statistics
 
 from evaluator.gpus import GpuSpec
 from evaluator.problems import Counts
-from evaluator.report import SolFigures
+from evaluator.report import RankedTime, ShapeReport, SolFigures
 from evaluator.sol import t_sol, t_sol_attainable
 
 #: Lowest per-shape score that enters the geometric mean. One shape that scores (near) zero must
@@ -71,9 +71,63 @@ def sol_figures(
     )
 
 
-def witnessed_time(times: list[float]) -> float:
-    """A shape's GPU witness from its witnessed calls' times: the median of three; of two, the lower
-    (a one-off first call dropped either way). Lower, never higher: a witness above the kernel's
-    steady cost would reject an honest claim, and one below it only loosens the floor by the calls'
-    spread. Here, beside the scores, because the site checks a report's witness by the same rule."""
-    return float(statistics.median_low(times))
+def witnessed_time(times: list[float], warmup: int = 0) -> float:
+    """A shape's GPU witness from its witnessed calls' times: the first ``warmup`` calls left out
+    (their one-off work, an autotune or a lazy set-up, is never what is measured), then the lower
+    median of the rest: of three, the median; of two, the lower. Lower, never higher: a witness above
+    the kernel's steady cost would reject an honest claim, and one below it only loosens the floor by
+    the calls' spread. Here, beside the scores, because the site checks a report's witness by the
+    same rule."""
+    measured = times[warmup:] if len(times) > warmup else times
+    return float(statistics.median_low(measured))
+
+
+# ---------------------------------------------------------------- the ranked figure
+
+#: What ncu's kernel durations may exceed the child's timing by, per kernel the call ran, before the
+#: excess counts against the claim: the smallest per-kernel offset Nsight Compute showed over the
+#: child's CUPTI timestamps on the H200 (0.53-0.57 us for a one-kernel vector add of 2^24 floats;
+#: 0.9-1.4 us on shorter kernels), so a claim rewritten downwards is ranked no lower than its
+#: kernels' own time (docs/security.md, "The ranked figure").
+WITNESS_PER_KERNEL_US = 0.5
+#: Calls shorter than this get more per kernel (ncu's offset is 1-2 us on kernels of a few us,
+#: where the 1% bound does not apply), fading to nothing at this length.
+WITNESS_SHORT_CALL_US = 20.0
+WITNESS_SHORT_EXTRA_US = 1.0
+
+
+def witness_allowance_us(witness_us: float, kernels: int) -> float:
+    """How far below ncu's time of a call (``witness_us``, ``kernels`` kernels) its ranked figure may
+    be: WITNESS_PER_KERNEL_US a kernel, plus up to WITNESS_SHORT_EXTRA_US a kernel on calls under
+    WITNESS_SHORT_CALL_US."""
+    short = max(0.0, 1.0 - witness_us / WITNESS_SHORT_CALL_US)
+    return max(kernels, 0) * (WITNESS_PER_KERNEL_US + WITNESS_SHORT_EXTRA_US * short)
+
+
+def ranked_gpu_us(claim_us: float, witness_us: float, kernels: int) -> float:
+    """A GPU shape's ranked time: the child's median, or ncu's time of the call less its allowance
+    when that is larger. A claim rewritten downwards is ranked on what ncu measured."""
+    return max(claim_us, witness_us - witness_allowance_us(witness_us, kernels))
+
+
+def ranked_cpu_us(claim_us: float, judge_us: float, overhead_us: float) -> float:
+    """A CPU development device time (the kernel's or the baseline's, by the same rule): the child's
+    median, or the judge's own clock of its checked calls less the harness's overhead on that clock
+    (measured on the trusted baseline, before the submission was imported) when that is larger."""
+    return max(claim_us, judge_us - max(overhead_us, 0.0))
+
+
+def ranked_time(shape: ShapeReport) -> RankedTime | None:
+    """The times ``shape`` is scored and ranked on, from its measurements alone (the evaluator and
+    the site both compute them here, so the site never takes a runner's ranked figure on trust)."""
+    timing, baseline, witness = shape.timing, shape.baseline_timing, shape.witness
+    if timing is None or baseline is None:
+        return None
+    kernel_us, baseline_us = timing.median_us, baseline.median_us
+    if witness is not None and witness.source == "ncu":
+        kernel_us = ranked_gpu_us(kernel_us, witness.median_us, witness.kernels_per_call)
+    elif witness is not None and witness.source == "judge_wall" and witness.overhead_us is not None:
+        kernel_us = ranked_cpu_us(kernel_us, witness.median_us, witness.overhead_us)
+        if witness.baseline_us is not None:
+            baseline_us = ranked_cpu_us(baseline_us, witness.baseline_us, witness.overhead_us)
+    return RankedTime(kernel_us=kernel_us, baseline_us=baseline_us, raised=kernel_us > timing.median_us)

@@ -13,9 +13,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evaluator import jobstream
-from evaluator.vocabulary import COMPILE_LIMIT_S, LANGUAGES, MODES, RANKED_LIMIT_S, TEST_LIMIT_S, Language
+from evaluator.vocabulary import (
+    COMPILE_LIMIT_S,
+    LANGUAGES,
+    MODES,
+    RANKED_LIMIT_S,
+    TEST_LIMIT_S,
+    TEST_MODE_RANKED_LIMIT_S,
+    TEST_MODE_TEST_LIMIT_S,
+    Language,
+    stage_limits,
+)
 
 if TYPE_CHECKING:
+    from evaluator.harness.request import Limits
     from evaluator.harness.warm import WarmStart
     from evaluator.report import EvaluationReport
 
@@ -43,9 +54,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "problem's own; the CPU device runs N gloo processes)")
     parser.add_argument("--json", action="store_true", help="print the JSON report")
     parser.add_argument("--artifacts", type=Path, default=None, help="folder for artifacts")
-    parser.add_argument("--time-limit-compile", type=float, default=COMPILE_LIMIT_S, metavar="S")
-    parser.add_argument("--time-limit-test", type=float, default=TEST_LIMIT_S, metavar="S")
-    parser.add_argument("--time-limit-ranked", type=float, default=RANKED_LIMIT_S, metavar="S")
+    parser.add_argument("--time-limit-compile", type=float, default=None, metavar="S",
+                        help=f"default {COMPILE_LIMIT_S:g}")
+    parser.add_argument("--time-limit-test", type=float, default=None, metavar="S",
+                        help=f"default {TEST_MODE_TEST_LIMIT_S:g} in test mode, {TEST_LIMIT_S:g} in ranked mode")
+    parser.add_argument("--time-limit-ranked", type=float, default=None, metavar="S",
+                        help=f"default {TEST_MODE_RANKED_LIMIT_S:g} in test mode, {RANKED_LIMIT_S:g} in ranked mode")
+    parser.add_argument("--time-limit-first-call", type=float, default=None, metavar="S",
+                        help="the first call of each shape (compilation, autotuning); default 15 on a GPU, "
+                        "90 on the CPU device")
     parser.add_argument("--log-bytes", type=int, default=64 * 1024, metavar="N")
     parser.add_argument("--calibration", type=Path, default=None, help="JSON of attainable ceilings")
     parser.add_argument("--no-profile", action="store_true",
@@ -108,12 +125,21 @@ def build_request(args: argparse.Namespace, secret_seed: int | None = None):  # 
         secret_seed=secret_seed,
         shapes=args.shapes,
         world_size=args.world_size,
-        limits=Limits(args.time_limit_compile, args.time_limit_test, args.time_limit_ranked, args.log_bytes),
+        limits=_limits(args, Limits),
         artifacts=args.artifacts,
         calibration=_calibration(args.calibration),
         profile=not args.no_profile,
         profile_sections=args.profile_sections,
     )
+
+
+def _limits(args: argparse.Namespace, limits: type[Limits]) -> Limits:
+    """The stage limits asked for, the mode's defaults for the rest (``vocabulary.stage_limits``)."""
+    compile_s, test_s, ranked_s = stage_limits(args.mode)
+    return limits(compile_s if args.time_limit_compile is None else args.time_limit_compile,
+                  test_s if args.time_limit_test is None else args.time_limit_test,
+                  ranked_s if args.time_limit_ranked is None else args.time_limit_ranked, args.log_bytes,
+                  args.time_limit_first_call)
 
 
 def main(args: argparse.Namespace) -> int:

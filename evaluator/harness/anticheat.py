@@ -118,6 +118,30 @@ def standard_integrity(extra_modules: list[types.ModuleType]) -> Integrity:
     return snapshot
 
 
+def install_what_torch_compile_installs() -> None:
+    """Make now, before the integrity snapshot, the changes torch.compile's own import makes to the
+    watched namespaces, so an honest ``torch.compile`` submission is not "patched during import".
+
+    Importing ``torch._dynamo`` replaces ``torch.manual_seed`` with a wrapper that keeps dynamo from
+    tracing it, unless it finds that wrapper already there. The same wrapper is made here, the way
+    dynamo makes it (importing dynamo itself would cost every job ~0.7 s): dynamo then leaves it
+    alone, and a submission that replaces ``torch.manual_seed`` itself is still caught. A torch
+    whose dynamo patches something else fails ``tests/evaluator/test_torch_compile.py``, not
+    silently. tqdm's monitor thread (Inductor shows progress bars while it autotunes) is switched
+    off at its source rather than excused by its name: a thread a submission names
+    ``tqdm_monitor`` is still a background thread (class 2)."""
+    import torch
+
+    if torch.manual_seed is torch.random.manual_seed:
+        torch.manual_seed = torch._disable_dynamo(torch.manual_seed)  # type: ignore[attr-defined]
+        torch.jit._builtins._register_builtin(torch.manual_seed, "aten::manual_seed")  # type: ignore[attr-defined]
+    try:
+        import tqdm
+    except ImportError:
+        return
+    tqdm.tqdm.monitor_interval = 0
+
+
 def harness_modules() -> list[types.ModuleType]:
     """The evaluator's own modules that are loaded in this process (problems included)."""
     return [

@@ -29,7 +29,7 @@ from evaluator.report import (
     Status,
     worst_status,
 )
-from evaluator.scoring import problem_score, sol_figures
+from evaluator.scoring import problem_score, ranked_time, sol_figures
 
 SANDBOX_FACTS = {
     "judge": "a trusted judge process owns every input and output buffer (CUDA IPC / shared files), "
@@ -74,7 +74,9 @@ def _shape_model(raw: dict[str, Any], problem: Problem) -> tuple[ShapeReport, li
 
 def _sol(shape: ShapeReport, problem: Problem, device: DeviceInfo, calibration: dict[str, float] | None,
          world_size: int = 1) -> SolFigures | None:
-    if device.development_device or not shape.timing or not shape.baseline_timing:
+    """SOL figures of the ranked times (``scoring.ranked_time``): what the child claimed only where no
+    witness says more."""
+    if device.development_device or not shape.ranked_time:
         return None
     try:
         spec = get_gpu_spec(device.gpu_type)
@@ -82,21 +84,32 @@ def _sol(shape: ShapeReport, problem: Problem, device: DeviceInfo, calibration: 
         return None
     # A multi-GPU problem's counts at its world size: flops and bytes split W ways, comm per GPU.
     counts = problem.counts(problem.axes_at(shape.axes, world_size))
-    return sol_figures(counts, spec, shape.timing.median_us * 1e-6, shape.baseline_timing.median_us * 1e-6,
+    return sol_figures(counts, spec, shape.ranked_time.kernel_us * 1e-6, shape.ranked_time.baseline_us * 1e-6,
                        calibration, world_size)
+
+
+def faster_than_light(shape: ShapeReport) -> bool:
+    """The child's own median below t_SOL (its ranked time may be higher: the claim is what is judged)."""
+    if shape.sol is None or shape.timing is None:
+        return False
+    return shape.sol.faster_than_light or shape.timing.median_us < shape.sol.t_sol_us
 
 
 def _judge_physics(shape: ShapeReport, problem: Problem, device: DeviceInfo,
                    calibration: dict[str, float] | None, world_size: int = 1) -> None:
-    """SOL figures; faster than light or unconfirmed by the witness -> REJECTED (shown, not ranked)."""
+    """Ranked times and SOL figures; faster than light or unconfirmed by the witness -> REJECTED
+    (shown, not ranked)."""
     if shape.status is not Status.PASSED:
         return
+    shape.ranked_time = ranked_time(shape)
     shape.sol = _sol(shape, problem, device, calibration, world_size)
-    if shape.sol and shape.sol.faster_than_light:
+    if shape.sol and faster_than_light(shape):
+        shape.sol.faster_than_light = True
         shape.status = Status.REJECTED
-        shape.message = (f"faster than light: {shape.timing.median_us if shape.timing else 0:.3f} us is below "
-                         f"the speed of light {shape.sol.t_sol_us:.3f} us (sol_fraction "
-                         f"{shape.sol.sol_fraction:.3f}, class 17)")
+        claim = shape.timing.median_us if shape.timing else 0.0
+        fraction = f"{shape.sol.t_sol_us / claim:.3f}" if claim > 0 else "infinite"
+        shape.message = (f"faster than light: {claim:.3f} us is below the speed of light {shape.sol.t_sol_us:.3f} us "
+                         f"(sol_fraction {fraction}, class 17)")
     elif shape.witness is not None and not shape.witness.confirmed:
         shape.status = Status.REJECTED
         shape.message = shape.witness.message or "timing not confirmed by its witness"

@@ -86,6 +86,7 @@ class Child:
             import cuda.bindings.runtime  # noqa: F401 - CUDA IPC, used to map the judge's buffers
         else:
             torch.set_num_threads(1)  # steadier wall-clock timing on a shared development machine
+        anticheat.install_what_torch_compile_installs()
         spin = torch.randn(1 << 21)  # a parallel CPU op starts the intra-op pool now
         float((spin.double() - spin.double()).abs().sum())
         warm_blas(self.device)
@@ -126,7 +127,13 @@ class Child:
         self.torch_state = anticheat.TorchState.capture()
         self.integrity = anticheat.standard_integrity(anticheat.harness_modules() + [sys.modules["__main__"]])
         self.send({"type": "warm", "device": facts, "start_up_seconds": self.start_up})
-        self.expect("import")
+        # The CPU device's baseline is timed here before the import (cpu_baseline), then unbound.
+        command = self.receive()
+        while command.get("type") == "unbind" or (command.get("type") == "time" and command.get("baseline")):
+            (self.time if command["type"] == "time" else self.unbind)(command)
+            command = self.receive()
+        if command.get("type") != "import":
+            raise channel.ChannelError(f"expected import, got {command.get('type')}")
         if not self.import_submission():
             return
         while True:
@@ -253,7 +260,10 @@ class Child:
     def time(self, command: dict[str, Any]) -> None:
         """Time the kernel on the judge's sets; every refresh is a request to the judge."""
         axes = dict(self.problem.shape(command["shape"]).axes)
-        kernel = work.kernel_for_shape(self.submission, self.problem, self.config["language"], axes)
+        if command.get("baseline") and self.submission is None:  # before the import: ours alone
+            kernel = work.with_scalar_args(self.refmod.baseline, self.problem, axes)
+        else:
+            kernel = work.kernel_for_shape(self.submission, self.problem, self.config["language"], axes)
         sets = [self._timed_set(index, item) for index, item in enumerate(command["sets"])]
         config = TimingConfig(budget_s=float(command["budget_s"]),
                               launch_allowance_us=float(command["allowance_us"]),
@@ -295,7 +305,7 @@ class Child:
 
         for tensor in outputs:
             poison_(tensor)
-        return TimedSet(inputs, outputs, refresh, lambda: None, finished)
+        return TimedSet(inputs, outputs, refresh, lambda: None, finished, poisoned_by_refresh=self.device == "cpu")
 
 
 def _path(text: str) -> Any:

@@ -23,6 +23,8 @@ import torch
 
 from evaluator.harness import correctness as corr
 from evaluator.harness import process_tree, witness_run, work
+from evaluator.harness.call_limits import call_limit
+from evaluator.harness.cpu_baseline import BaselineClock, BaselineTimingFailed, time_in_child
 from evaluator.harness.device import device_info, single_threaded_host_work
 from evaluator.harness.judge_timing import BaselineTimer, KernelTimingService
 from evaluator.harness.outcome import JudgeOutcome
@@ -105,6 +107,8 @@ class Judge:
         self.outcome = JudgeOutcome(device={})
         self.phase, self.phase_began = "start_up", time.monotonic()
         self.baselines: dict[str, Any] = {}
+        #: CPU: the judge's clock of the baseline timed in the child (``cpu_baseline``), per shape.
+        self.baseline_clocks: dict[str, BaselineClock] = {}
         self.nvml: Any = None
         #: The ncu witness session, started with the job so its start-up overlaps the timing.
         self.witness_session: Any = None
@@ -217,9 +221,17 @@ class Judge:
         self.baseline_timer = BaselineTimer(self)
 
     def _time_baselines(self) -> None:
-        """Every shape's baseline, before the submission exists: nothing of its can slow them."""
+        """Every shape's baseline, before the submission exists: nothing of its can slow them. On the
+        CPU in the child, the way the kernel is timed (``cpu_baseline``)."""
         for shape in self.shapes:
-            self.baselines[shape.shape_id] = self.baseline_timer.time(shape)
+            if self.device == "cpu":
+                try:
+                    self.baselines[shape.shape_id], self.baseline_clocks[shape.shape_id] = \
+                        time_in_child(self, shape)
+                except BaselineTimingFailed as error:
+                    raise HarnessFailure(str(error)) from None
+            else:
+                self.baselines[shape.shape_id] = self.baseline_timer.time(shape)
 
     def _imported(self) -> bool:
         message = self.child.receive("imported", "compile_error")
@@ -307,10 +319,11 @@ class Judge:
 
     def _trials(self, shape: Any, ctx: work.ShapeContext, inputs: list[torch.Tensor],
                 outputs: list[torch.Tensor]) -> dict[str, Any]:
-        checks = []
+        checks: list[dict[str, Any]] = []
         for seed, public in trial_seeds(self.request, self.config["public_seeds"], shape.shape_id):
             for distribution in self.problem.distributions:
                 label = trial_label(public, distribution)
+                self.limit_call(shape.shape_id, f"the call of the test trial {label}", first=not checks)
                 status, message, errors, fatal = self.call_and_check(ctx, inputs, outputs, seed, distribution)
                 checks.append(check_entry(label, distribution, public, status, message, errors))
                 if status != "PASSED":
@@ -336,6 +349,7 @@ class Judge:
         private = self.write_inputs(ctx, inputs, outputs, seed, distribution)
         self.child.send({"type": "call"})
         answer = self.child.receive("called")
+        self.child.end_call()
         if answer.get("error"):
             return "RUNTIME_ERROR", str(answer["error"])[:4000], {}, bool(answer.get("fatal"))
         if answer.get("problem"):  # the child incriminating itself: only failing statuses are taken
@@ -346,6 +360,13 @@ class Judge:
         if note and status == "PASSED":
             message = note
         return status, message, errors, False
+
+    def limit_call(self, shape_id: str, what: str, first: bool) -> None:
+        """The next call on ``shape_id`` answers within its limit (``call_limits``) or is killed."""
+        baseline = self.baselines.get(shape_id)
+        median = baseline.stats.get("median_us") if baseline is not None else None
+        limit = call_limit(median, first, self.device, self.request.limits.first_call_s)
+        self.child.limit_call(what, limit.seconds, limit.rule)
 
     def take_outputs(self, outputs: list[torch.Tensor]) -> dict[str, torch.Tensor]:
         """The outputs copied out of the shared memory now, by name."""
@@ -398,7 +419,7 @@ class Judge:
         """CPU device: a passed timing its witness (the judge's clock) would not confirm."""
         if self.device != "cpu" or report.get("status") != "PASSED" or not report.get("timing"):
             return False
-        witness = judge_wall_witness(report)
+        witness = judge_wall_witness(report, self.baseline_clocks.get(str(report["shape_id"])))
         return witness is not None and not witness["confirmed"]
 
     # ------------------------------------------------------------ endings
@@ -407,7 +428,11 @@ class Judge:
         stage = self.child.timed_out
         assert stage is not None
         where = f" (shape {stage.shape})" if stage.shape else ""
-        message = f"stage {stage.name}{where} ran past its limit of {stage.limit_s:g} s; the process group was killed"
+        if stage.call:
+            message = (f"{stage.call}{where} ran past its limit of {stage.limit_s:.3g} s ({stage.call_rule}); "
+                       "the process group was killed")
+        else:
+            message = f"stage {stage.name}{where} ran past its limit of {stage.limit_s:g} s; the process group was killed"
         self._set_status("TIMEOUT", message)
         done = {report["shape_id"] for report in self.outcome.shapes}
         for report in self.outcome.shapes:

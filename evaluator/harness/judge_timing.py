@@ -143,6 +143,7 @@ class KernelTimingService:
         expected = ("next", "timed") if self.prefetching else ("next", "timed", "done")
         while True:
             message = child.receive(*expected)
+            child.end_call()
             if message["type"] == "done":
                 self._finished(last, sent, answered)
                 answered = True
@@ -168,6 +169,7 @@ class KernelTimingService:
                 return {}
             last = self._refresh(message.get("set"))
             answered = False
+            self.judge.limit_call(self.shape.shape_id, f"timed call {self.calls}", first=self.calls == 1)
             sent = time.monotonic()  # before the send: the child may run its call before this thread runs again
             child.send({"type": "go"})
 

@@ -61,6 +61,12 @@ def child_env(scratch: Path) -> dict[str, str]:
         PYTHONPATH=os.pathsep.join(python_path),
         PYTHONDONTWRITEBYTECODE="1",
         TRITON_CACHE_DIR=str(scratch / "triton"),
+        # @triton.autotune keeps what it chose in that cache (Triton's ``cache_results``), and
+        # Inductor its compiled graphs and autotuning in its own: the witness process, which runs
+        # with the same scratch folder after the timing child, then runs the configuration the child
+        # tuned and timed instead of tuning again under the profiler (docs/security.md, "Autotuning").
+        TRITON_CACHE_AUTOTUNING="1",
+        TORCHINDUCTOR_CACHE_DIR=str(scratch / "inductor"),
         TORCH_EXTENSIONS_DIR=str(scratch / "torch_extensions"),
         # torch.compile compiles in-process: a pool of compile workers would outlive the calls.
         TORCHINDUCTOR_COMPILE_THREADS="1",
@@ -104,6 +110,10 @@ class Stage:
     name: str
     limit_s: float
     shape: str | None = None
+    #: Set when one call's own limit (``limit_call``), not the stage's, ran out: which call, and the
+    #: rule its limit came from.
+    call: str | None = None
+    call_rule: str | None = None
 
 
 class ChildProcess:
@@ -116,6 +126,9 @@ class ChildProcess:
         self.env_overrides = dict(env_overrides or {})
         self.stage = Stage("start_up", 0.0)
         self.deadline = float("inf")
+        #: The call in progress and its deadline (``limit_call``), within the stage's.
+        self.call: Stage | None = None
+        self.call_deadline = float("inf")
         self.timed_out: Stage | None = None
         #: Set once a read failed: nothing more is asked of this child.
         self.broken = False
@@ -143,12 +156,29 @@ class ChildProcess:
         with self._lock:
             self.stage = Stage(stage, limit_s, shape)
             self.deadline = time.monotonic() + limit_s
+            self.call, self.call_deadline = None, float("inf")
+
+    def limit_call(self, what: str, limit_s: float, rule: str) -> None:
+        """The call the child is making now must answer within ``limit_s`` (and the stage's limit)."""
+        with self._lock:
+            self.call = Stage(self.stage.name, limit_s, self.stage.shape, what, rule)
+            self.call_deadline = time.monotonic() + limit_s
+
+    def end_call(self) -> None:
+        with self._lock:
+            self.call, self.call_deadline = None, float("inf")
+
+    def _current(self) -> tuple[float, Stage]:
+        """The deadline that comes first, and what it belongs to."""
+        with self._lock:
+            if self.call is not None and self.call_deadline < self.deadline:
+                return self.call_deadline, self.call
+            return self.deadline, self.stage
 
     def _watch(self) -> None:
         while not self._stopped.wait(0.1):
-            with self._lock:
-                late = time.monotonic() > self.deadline
-                stage = self.stage
+            deadline, stage = self._current()
+            late = time.monotonic() > deadline
             if late:
                 self.timed_out = stage
                 kill_group(self.process)
@@ -165,10 +195,11 @@ class ChildProcess:
         if self.broken:
             raise ChildDied("the channel already failed")
         self.broken = True
+        deadline, stage = self._current()
         try:
-            message = self.reader.next(self.deadline)
+            message = self.reader.next(deadline)
         except channel.ChannelTimeout:
-            self.timed_out = self.timed_out or self.stage
+            self.timed_out = self.timed_out or stage
             kill_group(self.process)
             raise ChildTimeout() from None
         except channel.ChannelError as error:

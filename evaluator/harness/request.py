@@ -16,6 +16,9 @@ class Limits:
     test_s: float = TEST_LIMIT_S
     ranked_s: float = RANKED_LIMIT_S
     log_bytes: int = 64 * 1024
+    #: Seconds the first call of a shape may take (compilation, autotuning); None: the device's
+    #: default (``call_limits.FIRST_CALL_S``).
+    first_call_s: float | None = None
 
 
 @dataclass(frozen=True)

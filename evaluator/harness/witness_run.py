@@ -18,10 +18,12 @@ import time
 from typing import Any
 
 from evaluator.harness import channel, process_tree
+from evaluator.harness.call_limits import CallLimit, witness_call_limit
 from evaluator.harness.witness import (
     MIN_WITNESS_CALLS,
     SESSION_LIMIT_S,
     THIRD_CALL_BELOW_S,
+    WARMUP_CALLS,
     WITNESS_CALLS,
     NcuSession,
     attribute,
@@ -51,6 +53,22 @@ class Peer:
 
     def extend(self, limit_s: float) -> None:
         self.deadline = time.monotonic() + limit_s
+
+    def call(self, limit: CallLimit) -> dict[str, Any]:
+        """One witnessed call, answered within its own limit as well as the session's: a kernel that
+        hangs only under the profiler ends the witness (provisional) in seconds, not minutes."""
+        session_deadline = self.deadline
+        self.deadline = min(session_deadline, time.monotonic() + limit.seconds)
+        self.send({"type": "call"})
+        try:
+            return self.receive("called")
+        except WitnessFailed:
+            if time.monotonic() < self.deadline:
+                raise
+            raise WitnessFailed(f"a call under the witness ran past its limit of {limit.seconds:.3g} s "
+                                f"({limit.rule})") from None
+        finally:
+            self.deadline = session_deadline
 
     def receive(self, *expected: str) -> dict[str, Any]:
         try:
@@ -138,8 +156,8 @@ def witness_shapes(judge: Any, passed: list[tuple[Any, dict[str, Any]]]) -> list
 
 def _witness(judge: Any, timed: list[tuple[Any, dict[str, Any]]]) -> list[str]:
     if judge.device == "cpu":
-        for _, report in timed:
-            report["witness"] = judge_wall_witness(report)
+        for shape, report in timed:
+            report["witness"] = judge_wall_witness(report, judge.baseline_clocks.get(shape.shape_id))
         return []
     session = judge.witness_session or NcuSession(judge.scratch, judge.request.profile,
                                                   judge.request.profile_sections)
@@ -244,8 +262,7 @@ def _witness_shape(judge: Any, peer: Peer, shape: Any, report: dict[str, Any]) -
         while made < calls_for(made, time.monotonic() - began):
             made += 1
             private = judge.write_inputs(ctx, inputs, outputs, _seed(), judge.problem.distributions[0])
-            peer.send({"type": "call"})
-            answer = peer.receive("called")
+            answer = peer.call(witness_call_limit(report["timing"].get("median_us")))
             if answer.get("error"):
                 raise WitnessFailed(f"the kernel raised under the witness: {str(answer['error'])[:300]}")
             _count_gpu_processes(judge)
@@ -325,9 +342,10 @@ def _apply(session: NcuSession, timed: list[tuple[Any, dict[str, Any]]], output:
         times, kernels = calls.per_call_us[window], calls.kernels_per_call[window]
         if report.pop("witness_rejected", False):
             continue
-        report["witness"] = gpu_witness(report, times, int(statistics.median_low(kernels)), kernels)
+        warmup = WARMUP_CALLS if len(times) > WARMUP_CALLS else 0
+        report["witness"] = gpu_witness(report, times, int(statistics.median_low(kernels[warmup:])), kernels)
         if session.profile:
-            call = times.index(witnessed_time(times))
+            call = times.index(witnessed_time(times, warmup), warmup)
             report["profile"] = ProfileReport(available=True, tool=tool, kernels=calls.kernels[window][call])
     notes = []
     if calls.marker_us is not None:

@@ -12,6 +12,7 @@ for each hand-over after a requeue, so a late result of an earlier delivery is r
 from __future__ import annotations
 
 import logging
+import math
 from functools import cache
 from typing import Any
 
@@ -20,6 +21,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from evaluator.vocabulary import stage_limits
 from leaderboard.models import Evaluation, EvaluationStatus
 from solboard_common.protocol import (
     CONTROL_TASK,
@@ -64,11 +66,14 @@ def _app_for(url: str) -> Any:
     return build_app(url, None, main="leaderboard-dispatch")
 
 
-def job_limits() -> JobLimits:
-    """Stage limits sent with every job (settings SOLBOARD_JOB_*_SECONDS; defaults: the protocol's)."""
-    return JobLimits(compile_seconds=settings.SOLBOARD_JOB_COMPILE_SECONDS,
-                     test_seconds=settings.SOLBOARD_JOB_TEST_SECONDS,
-                     ranked_seconds=settings.SOLBOARD_JOB_RANKED_SECONDS)
+def job_limits(mode: str = "ranked") -> JobLimits:
+    """Stage limits sent with every job (settings SOLBOARD_JOB_*_SECONDS; defaults: the protocol's).
+    A test-mode job gets no more than the evaluator's test-mode limits (``vocabulary.stage_limits``):
+    the runner's wall limit is their sum, so a test job that hangs frees its slot sooner."""
+    compile_s, test_s, ranked_s = stage_limits("test") if mode == "test" else (math.inf,) * 3
+    return JobLimits(compile_seconds=min(settings.SOLBOARD_JOB_COMPILE_SECONDS, compile_s),
+                     test_seconds=min(settings.SOLBOARD_JOB_TEST_SECONDS, test_s),
+                     ranked_seconds=min(settings.SOLBOARD_JOB_RANKED_SECONDS, ranked_s))
 
 
 def queue_for(evaluation: Evaluation) -> str:
@@ -83,7 +88,7 @@ def build_job(evaluation: Evaluation) -> Job:
         problem=problem.name, problem_version=submission.problem_version, language=submission.language,  # type: ignore[arg-type]
         source=submission.source, source_sha256=submission.source_sha256, launch_spec=submission.launch_spec,
         mode=evaluation.mode, seed=evaluation.secret_seed, shapes=evaluation.shape_selection,  # type: ignore[arg-type]
-        gpu_type=evaluation.gpu_type.key, gpu_count=problem.world_size, limits=job_limits(),
+        gpu_type=evaluation.gpu_type.key, gpu_count=problem.world_size, limits=job_limits(evaluation.mode),
     )
 
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 from evaluator.gpus import GpuSpec, GpuSpecError
 from evaluator.problems import FLOP_CLASSES, CatalogueError, Counts, get_problem
-from evaluator.report import EvaluationReport, ShapeReport, SolFigures, Status, worst_status
-from evaluator.scoring import problem_score, shape_score, sol_figures, witnessed_time
+from evaluator.report import EvaluationReport, RankedTime, ShapeReport, SolFigures, Status, worst_status
+from evaluator.scoring import problem_score, ranked_time, shape_score, sol_figures, witnessed_time
 from leaderboard.models import Evaluation, GpuType, Shape
 
 #: A claimed score may differ from the site's by float noise only (same functions, same inputs).
@@ -43,6 +43,8 @@ class Judgement:
     witnessed: bool = False
     figures: dict[str, SolFigures] = field(default_factory=dict)
     development_scores: dict[str, float] = field(default_factory=dict)
+    #: Every timed passed shape's ranked times, computed here from its measurements.
+    ranked: dict[str, RankedTime] = field(default_factory=dict)
 
 
 def spec_of(gpu_type: GpuType) -> GpuSpec:
@@ -68,11 +70,12 @@ def judge(evaluation: Evaluation, report: EvaluationReport, shapes: dict[str, Sh
     for item in report.shapes:
         check_times(item)
     judgement = Judgement(verdict=worst_status([report.status, *(s.status for s in report.shapes)]).verdict)
+    judgement.ranked = ranked_times(report)
     if development:
         judgement.development_scores = {s.shape_id: score for s in report.shapes
-                                        if (score := development_score(s)) is not None}
+                                        if (score := development_score(s, judgement.ranked)) is not None}
     else:
-        judgement.figures = recompute_figures(evaluation, report, shapes)
+        judgement.figures = recompute_figures(evaluation, report, shapes, judgement.ranked)
     counted = counted_shape_ids(shapes, development)
     judgement.score = problem_score_of(report, counted, judgement.figures, judgement.development_scores)
     check_claims(report, judgement)
@@ -119,36 +122,61 @@ def check_times(item: ShapeReport) -> None:
                                     and math.isfinite(witness.floor_us)):
         raise Refused(f"{item.shape_id}: witness median_us = {witness.median_us}, floor_us = "
                       f"{witness.floor_us} are not finite times")
+    for name in ("overhead_us", "baseline_us"):
+        value = getattr(witness, name, None) if witness is not None else None
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise Refused(f"{item.shape_id}: witness {name} = {value} is not a finite time")
     if witness is not None and witness.calls_us:
-        check_witnessed_calls(item.shape_id, witness.median_us, witness.calls_us)
+        check_witnessed_calls(item.shape_id, witness.median_us, witness.calls_us, witness.warmup_calls)
 
 
-def check_witnessed_calls(shape_id: str, median_us: float, calls_us: list[float]) -> None:
+def check_witnessed_calls(shape_id: str, median_us: float, calls_us: list[float], warmup: int = 0) -> None:
     """The witness's per-call times are finite and its median is theirs (``witnessed_time``, the
     evaluator's rule): a report whose figures disagree was not made by the evaluator."""
     if not all(math.isfinite(value) and value >= 0 for value in calls_us):
         raise Refused(f"{shape_id}: witnessed call times {calls_us[:4]} are not finite times")
-    expected = witnessed_time(calls_us)
+    if not 0 <= warmup < max(len(calls_us), 1):
+        raise Refused(f"{shape_id}: {warmup} warm-up calls of {len(calls_us)} witnessed calls")
+    expected = witnessed_time(calls_us, warmup)
     if not math.isclose(median_us, expected, rel_tol=1e-9, abs_tol=1e-9):
         raise Refused(f"{shape_id}: witness median_us = {median_us} is not the median of its calls ({expected})")
 
 
-def recompute_figures(evaluation: Evaluation, report: EvaluationReport,
-                      shapes: dict[str, Shape]) -> dict[str, SolFigures]:
-    """SOL figures of every passed, timed shape from the site's counts and peaks; refuses a
-    median below t_SOL whatever the report says."""
+def ranked_times(report: EvaluationReport) -> dict[str, RankedTime]:
+    """The ranked times of every passed, timed shape, by the evaluator's rule (``scoring.ranked_time``)
+    from the report's measurements: the claim, its witness, the baseline. A report that claims others
+    was not made by the evaluator."""
+    ranked = {}
+    for item in report.shapes:
+        if item.status is not Status.PASSED or (mine := ranked_time(item)) is None:
+            continue
+        claimed = item.ranked_time
+        if claimed is not None and not (_same(claimed.kernel_us, mine.kernel_us)
+                                        and _same(claimed.baseline_us, mine.baseline_us)):
+            raise Refused(f"{item.shape_id}: the report ranks {claimed.kernel_us:g} us against a baseline of "
+                          f"{claimed.baseline_us:g} us; its measurements give {mine.kernel_us:g} and "
+                          f"{mine.baseline_us:g} us")
+        ranked[item.shape_id] = mine
+    return ranked
+
+
+def recompute_figures(evaluation: Evaluation, report: EvaluationReport, shapes: dict[str, Shape],
+                      ranked: dict[str, RankedTime]) -> dict[str, SolFigures]:
+    """SOL figures of every passed, timed shape from the site's counts and peaks and its ranked
+    times; refuses a median below t_SOL whatever the report says."""
     spec, figures = spec_of(evaluation.gpu_type), {}
     world_size = evaluation.submission.problem.world_size
     ceilings = runner_ceilings(evaluation.runner.calibration if evaluation.runner else None)
     for item in report.shapes:
-        if item.status is not Status.PASSED or item.timing is None or item.baseline_timing is None:
+        times = ranked.get(item.shape_id)
+        if times is None or item.timing is None:
             continue
         try:
-            figure = sol_figures(counts_of(shapes[item.shape_id]), spec, item.timing.median_us * 1e-6,
-                                 item.baseline_timing.median_us * 1e-6, ceilings, world_size=world_size)
+            figure = sol_figures(counts_of(shapes[item.shape_id]), spec, times.kernel_us * 1e-6,
+                                 times.baseline_us * 1e-6, ceilings, world_size=world_size)
         except GpuSpecError:  # this GPU has no peak for the problem's work: no SOL, no score
             continue
-        if figure.faster_than_light:
+        if figure.faster_than_light or item.timing.median_us < figure.t_sol_us:
             raise Refused(f"faster than light: {item.shape_id} median {item.timing.median_us:g} us is below "
                           f"t_SOL {figure.t_sol_us:g} us on {spec.key}")
         figures[item.shape_id] = figure
@@ -173,12 +201,13 @@ def runner_ceilings(calibration: dict[str, object] | None) -> dict[str, float] |
     return ceilings or None
 
 
-def development_score(item: ShapeReport) -> float | None:
+def development_score(item: ShapeReport, ranked: dict[str, RankedTime]) -> float | None:
     """The score S with t_SOL = 0 on the CPU development device (= t_b / (t_b + t_k); 0.5 = the
-    baseline): the evaluator's one scoring function, as for every GPU score."""
-    if item.status is not Status.PASSED or item.timing is None or item.baseline_timing is None:
+    baseline) of the ranked times: the evaluator's one scoring function, as for every GPU score."""
+    times = ranked.get(item.shape_id)
+    if item.status is not Status.PASSED or times is None:
         return None
-    return shape_score(item.timing.median_us * 1e-6, item.baseline_timing.median_us * 1e-6, 0.0)
+    return shape_score(times.kernel_us * 1e-6, times.baseline_us * 1e-6, 0.0)
 
 
 def problem_score_of(report: EvaluationReport, counted: set[str], figures: dict[str, SolFigures],

@@ -103,7 +103,8 @@ def features_met(report: EvaluationReport) -> bool | None:
 
 
 def _as_judged(report: EvaluationReport, judgement: Judgement) -> EvaluationReport:
-    shapes = [item.model_copy(update={"sol": judgement.figures.get(item.shape_id)}) for item in report.shapes]
+    shapes = [item.model_copy(update={"sol": judgement.figures.get(item.shape_id),
+                                      "ranked_time": judgement.ranked.get(item.shape_id)}) for item in report.shapes]
     return report.model_copy(update={"shapes": shapes, "problem_score": judgement.score,
                                      "rank_eligible": judgement.rank_eligible, "witnessed": judgement.witnessed})
 
@@ -118,7 +119,7 @@ def _store_shapes(evaluation: Evaluation, report: EvaluationReport, shapes: dict
 
 
 def _shape_row(evaluation: Evaluation, shape: Shape, item: ShapeReport, judgement: Judgement) -> ShapeResult:
-    timing, baseline, sol = item.timing, item.baseline_timing, item.sol
+    timing, baseline, sol, ranked = item.timing, item.baseline_timing, item.sol, item.ranked_time
     row = ShapeResult(
         evaluation=evaluation, shape=shape, status=item.status.value, correct=item.status is Status.PASSED,
         message=item.message[:10000], checks=json_safe([check.model_dump(mode="json") for check in item.checks]),
@@ -133,13 +134,14 @@ def _shape_row(evaluation: Evaluation, shape: Shape, item: ShapeReport, judgemen
         row.ci95_low_us, row.ci95_high_us = timing.ci95_low_us, timing.ci95_high_us
     if baseline is not None:
         row.baseline_median_us = baseline.median_us
+    if ranked is not None:  # the per-shape rankings order by median_us: the site's ranked time, never a claim
+        row.median_us, row.baseline_median_us = ranked.kernel_us, ranked.baseline_us
     if sol is not None:  # the site's figures (_as_judged), never the runner's
         row.t_sol_us, row.sol_fraction, row.score = sol.t_sol_us, sol.sol_fraction, sol.score
         row.speedup, row.tflops, row.gbps = sol.speedup, sol.tflops, sol.gbps
-    elif item.shape_id in judgement.development_scores:
+    elif item.shape_id in judgement.development_scores and ranked is not None:
         row.score = judgement.development_scores[item.shape_id]
-        if timing is not None and baseline is not None:
-            row.speedup = baseline.median_us / timing.median_us
+        row.speedup = ranked.baseline_us / ranked.kernel_us
     return row
 
 

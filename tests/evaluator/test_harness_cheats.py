@@ -13,13 +13,14 @@ RANKED = ("--device", "cpu", "--mode", "ranked", "--secret-seed-stdin")
 CASES = {
     "c02_background_thread": ({"REJECTED"}, "class 2"),
     "c02_finish_after_reply": ({"REJECTED"}, "changed its outputs ['c'] after it had returned"),
+    "c02_thread_named_tqdm": ({"REJECTED"}, "a background thread is running (class 2)"),
     "c03_lazy_output": ({"REJECTED"}, "class 3"),
     "c03_swapped_storage": ({"REJECTED"}, "class 3"),
     "c04_patch_timer": ({"REJECTED"}, "patched"),
     "c04_forge_report": ({"REJECTED"}, "forged report"),
+    "c04_patch_manual_seed": ({"REJECTED"}, "patched torch.manual_seed during import (class 4)"),
     "c16_early_ready": ({"REJECTED"}, "forged report"),
     "c16_patch_json_encoder": ({"REJECTED"}, "timing not confirmed"),
-    "c16_starve_judge_clock": ({"REJECTED"}, "timing not confirmed"),
     "c05_cache_by_pointer": ({"REJECTED", "INCORRECT_NUMERICAL"}, ""),
     "c06_read_reference": ({"INCORRECT_NUMERICAL"}, "outside tolerance"),
     "c07_zero_inputs": ({"REJECTED"}, "class 7"),
@@ -60,8 +61,15 @@ def test_a_forged_claim_the_judges_clock_rejects_is_timed_again_and_rejected_aga
     # On the CPU an unconfirmed timing is re-timed once (a busy machine delays every wake-up of the
     # child); the forgery disagrees with the judge's clock the second time too.
     report = evaluate_file("vector_add", CHEATS / "c16_starve_judge_clock.py", *RANKED, stdin="424242\n")
-    assert report["status"] == "REJECTED" and "timing not confirmed" in report["message"]
     assert any("timed again" in note for note in report["notes"])
+    for shape in report["shapes"]:
+        if shape["status"] == "PASSED":
+            # On a machine busy enough the second timing can clear the witness's floor (half the judge's
+            # clock less 1 ms; on main as well): it is then ranked on the judge's clock, not its claim.
+            times = shape["ranked_time"]
+            assert times["raised"] and times["kernel_us"] > 1.2 * shape["timing"]["median_us"], times
+        else:
+            assert shape["status"] == "REJECTED" and "timing not confirmed" in shape["message"]
     for shape in report["shapes"]:  # the first timing's entry set aside: one per shape at most
         assert sum("checked by the judge" in check["trial"] for check in shape["checks"]) <= 1
     assert not report["rank_eligible"]

@@ -480,6 +480,12 @@ class ScriptedChild:
     def send(self, message: dict[str, Any]) -> None:
         self.sent.append(message["type"])
 
+    def limit_call(self, what: str, limit_s: float, rule: str) -> None:
+        self.limits = [*getattr(self, "limits", []), (what, limit_s)]
+
+    def end_call(self) -> None:
+        pass
+
 
 def _serving(device: str, script: list[tuple[float, dict[str, Any]]], monkeypatch: pytest.MonkeyPatch,
              draw: Callable[[int], int] = lambda n: 0) -> Any:
@@ -495,9 +501,10 @@ def _serving(device: str, script: list[tuple[float, dict[str, Any]]], monkeypatc
         verify=lambda *args: ("PASSED", "", {}), write_inputs=lambda *args: None,
         problem=SimpleNamespace(outputs=[SimpleNamespace(name="y")]),
     )
+    judge.limit_call = lambda shape_id, what, first: judge.child.limit_call(what, 15.0 if first else 1.0, "")
     service = judge_timing.KernelTimingService.__new__(judge_timing.KernelTimingService)
     service.__dict__.update(
-        judge=judge, shape=SimpleNamespace(axes={}), ctx=None, distribution="normal", seeds={}, calls=0, checks=0,
+        judge=judge, shape=SimpleNamespace(axes={}, shape_id="s"), ctx=None, distribution="normal", seeds={}, calls=0, checks=0,
         last_round_trip_us=None, checked_round_trips_us=[], failure=None, checked_index=None,
         prefetching=device == "cpu", answered=None, sets=[([], [torch.zeros(2)], None) for _ in range(2)])
     return service
@@ -656,7 +663,9 @@ def test_an_honest_median_a_little_below_ncu_is_confirmed() -> None:
 def test_a_median_far_below_what_ncu_measured_is_not_confirmed() -> None:
     witness = _witnessed(5.0, [2000.0, 2001.0, 1999.0])
     assert not witness["confirmed"] and "timing not confirmed" in witness["message"]
-    assert witness["floor_us"] == pytest.approx(2000.0 * 0.9 - 3.5)
+    # The first call is the warm-up: the witness is the lower of the other two.
+    assert witness["warmup_calls"] == 1 and witness["median_us"] == 1999.0
+    assert witness["floor_us"] == pytest.approx(1999.0 * 0.9 - 3.5)
 
 
 def test_work_the_timestamps_do_not_show_fails_the_judges_clock() -> None:

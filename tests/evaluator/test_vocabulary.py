@@ -10,7 +10,7 @@ from typing import Any
 from evaluator.commands import run_cmd
 from evaluator.harness.request import Limits
 from evaluator.report import EvaluationReport
-from evaluator.vocabulary import COMPILE_LIMIT_S, LANGUAGES, MODES, RANKED_LIMIT_S, TEST_LIMIT_S
+from evaluator.vocabulary import COMPILE_LIMIT_S, LANGUAGES, MODES, RANKED_LIMIT_S, TEST_LIMIT_S, stage_limits
 from leaderboard.models import Language, Mode
 from solboard_client.main import build_parser as client_parser
 from solboard_common.protocol import Job, JobLimits
@@ -52,5 +52,15 @@ def test_stage_limit_defaults_agree_between_the_protocol_the_request_and_the_cli
     assert (request.compile_s, request.test_s, request.ranked_s) == expected
     evaluator = argparse.ArgumentParser()
     run_cmd.add_arguments(evaluator)
-    parsed = evaluator.parse_args(["vector_add", "kernel.py"])
-    assert (parsed.time_limit_compile, parsed.time_limit_test, parsed.time_limit_ranked) == expected
+    ranked = run_cmd.build_request(evaluator.parse_args(["vector_add", "kernel.py", "--mode", "ranked"]))
+    assert (ranked.limits.compile_s, ranked.limits.test_s, ranked.limits.ranked_s) == expected
+
+
+def test_a_test_mode_job_gets_shorter_stage_limits_than_a_ranked_one() -> None:
+    evaluator = argparse.ArgumentParser()
+    run_cmd.add_arguments(evaluator)
+    test = run_cmd.build_request(evaluator.parse_args(["vector_add", "kernel.py"]))
+    assert (test.limits.compile_s, test.limits.test_s, test.limits.ranked_s) == stage_limits("test")
+    assert sum(stage_limits("test")) < sum(stage_limits("ranked")) / 2
+    asked = run_cmd.build_request(evaluator.parse_args(["vector_add", "kernel.py", "--time-limit-test", "7"]))
+    assert asked.limits.test_s == 7.0 and asked.limits.ranked_s == stage_limits("test")[2]

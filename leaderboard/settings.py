@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served by the site: /api/docs/ works offline
     "django_htmx",
     "leaderboard",
 ]
@@ -205,6 +206,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Submit GPU kernels, follow their evaluation, read rankings and reports.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI from the site's own static files (pinned by drf-spectacular-sidecar), never a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 

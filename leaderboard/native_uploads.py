@@ -31,7 +31,10 @@ def validate_native_upload(
     """The static evidence of a PTX/CUDA upload; raises ValidationError (field -> messages)."""
     _refuse_gpu_types_without_arch(language, gpus)
     archs = list(dict.fromkeys(gpu.arch for gpu in gpus if gpu.arch))
-    result = validate_upload(language, source, launch_spec, problem.name, archs)
+    try:
+        result = validate_upload(language, source, launch_spec, problem.name, archs)
+    except RecursionError:  # the TOML reader recurses per level: ``x = [[[[...]]]]`` 200,000 deep
+        raise ValidationError({"launch_spec": "the launch spec nests arrays or tables too deeply"}) from None
     if not result.ok:
         raise ValidationError({"source": result.messages() or ["the upload was refused without a message"]})
     return static_evidence(result)

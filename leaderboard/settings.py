@@ -199,6 +199,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+    # JSON only, with limits on nesting and on the number of values (400 json_too_deep / _many_values).
+    "DEFAULT_PARSER_CLASSES": ["leaderboard.api.parsers.BoundedJSONParser"],
     "EXCEPTION_HANDLER": "leaderboard.api.errors.exception_handler",  # {"error": {code, message, field}}
 }
 SPECTACULAR_SETTINGS = {

@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 ERROR_CODES: dict[str, tuple[int, str]] = {
     "invalid": (400, "a field is missing or malformed; `field` names it"),
     "malformed_json": (400, "the body is not valid JSON"),
+    "json_too_deep": (400, "the JSON body nests objects and arrays deeper than the limit (`limit`, 32)"),
+    "json_too_many_values": (400, "the JSON body holds more values than the limit (`limit`, 10,000)"),
     "unknown_problem": (400, "no active problem by that name"),
     "unsupported_language": (400, "the problem does not accept this language (or the language is unknown)"),
     "unknown_gpu_type": (400, "a GPU type is unknown, or cannot run this language"),

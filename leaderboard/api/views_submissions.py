@@ -8,7 +8,6 @@ from typing import Any
 from django.db import transaction
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -19,6 +18,7 @@ from leaderboard.api import creation
 from leaderboard.api import serializers as s
 from leaderboard.api.auth import API_AUTHENTICATION
 from leaderboard.api.errors import ApiError, as_api_error
+from leaderboard.api.parsers import BoundedJSONParser
 from leaderboard.api.presenters import submission_body, submission_summary
 from leaderboard.dispatch import CancelNotAllowed, cancel_evaluation
 from leaderboard.models import EvaluationStatus, Submission
@@ -46,7 +46,7 @@ SINCE = OpenApiParameter("since", str, OpenApiParameter.QUERY, required=False,
 class ApiView(APIView):
     authentication_classes: tuple[type, ...] = API_AUTHENTICATION
     permission_classes = (IsAuthenticated,)
-    parser_classes = (JSONParser,)
+    parser_classes = (BoundedJSONParser,)
 
 
 def submission_for(request: Request, pk: int, owner_only: bool = False) -> Submission:

@@ -7,6 +7,7 @@ lists every variable.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI's files, served by the site: /api/docs/ works offline
     "django_htmx",
+    "axes",  # failed-login counts and lockouts (leaderboard/throttling.py)
     "leaderboard",
 ]
 
@@ -74,7 +76,24 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",  # request.htmx: the report's live status fragment
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks: a locked-out login becomes a 429
 ]
+
+# Logins (web form, admin, HTTP Basic on /api/tokens) pass axes first: it refuses a locked-out
+# address or username before the password is even checked (leaderboard/throttling.py).
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("SOLBOARD_LOGIN_FAILURE_LIMIT", 10, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("SOLBOARD_LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+# Either suffices: one address guessing many users, or many addresses guessing one user.
+AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "leaderboard.throttling.client_ip"
+AXES_LOCKOUT_CALLABLE = "leaderboard.throttling.lockout_response"
+# Reverse proxies in front of the site: the client address is this many entries from the right of
+# X-Forwarded-For (0: REMOTE_ADDR, no proxy). Wrong here, every client shares the proxy's lockout.
+SOLBOARD_TRUSTED_PROXIES = env_int("SOLBOARD_TRUSTED_PROXIES", 0, minimum=0)
+# API tokens one user may create per hour (a token is cheap to make and costly to hunt down).
+SOLBOARD_TOKENS_PER_HOUR = env_int("SOLBOARD_TOKENS_PER_HOUR", 30, minimum=1)
 
 ROOT_URLCONF = "leaderboard.urls"
 WSGI_APPLICATION = "leaderboard.wsgi.application"

@@ -54,6 +54,8 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "source_too_large": (413, "the source is over the limit (stated in the message and `limit`)"),
     "unsupported_media_type": (415, "the body is not JSON"),
     "quota_exceeded": (429, "a quota is spent: `Retry-After` says when to retry, `quota` which one"),
+    "login_locked": (429, "too many failed logins from this address or for this user: `Retry-After`"),
+    "rate_limited": (429, "too many requests of this kind: `Retry-After` says when to retry, `limit` how many"),
     "server_error": (500, "a bug: nothing was saved; please report it"),
     "service_unavailable": (503, "the database is unreachable; retry later"),
 }

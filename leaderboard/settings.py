@@ -7,6 +7,7 @@ lists every variable.
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -177,6 +178,18 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int(
     "DATA_UPLOAD_MAX_MEMORY_SIZE", 2 * SOLBOARD_MAX_SOURCE_BYTES + 64 * 1024, minimum=1024
 )
 FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
+
+# Compiling uploads on the site (leaderboard/compile_limits.py): nvcc/ptxas limits per run, compiles at
+# once per host and per user, how long a request waits for a slot, and compile time per user per hour.
+SOLBOARD_COMPILE_SECONDS = env_float("SOLBOARD_COMPILE_SECONDS", 60.0, minimum=1)
+SOLBOARD_COMPILE_SLOTS = env_int("SOLBOARD_COMPILE_SLOTS", max(1, (os.cpu_count() or 2) // 2), minimum=1)
+SOLBOARD_COMPILE_SLOTS_PER_USER = env_int("SOLBOARD_COMPILE_SLOTS_PER_USER", 1, minimum=1)
+SOLBOARD_COMPILE_WAIT_SECONDS = env_float("SOLBOARD_COMPILE_WAIT_SECONDS", 5.0, minimum=0)
+SOLBOARD_COMPILE_SECONDS_PER_HOUR = env_int("SOLBOARD_COMPILE_SECONDS_PER_HOUR", 900, minimum=1)
+# A #define expanding to more tokens than this is refused before the preprocessor runs (a macro bomb).
+SOLBOARD_MAX_MACRO_TOKENS = env_int("SOLBOARD_MAX_MACRO_TOKENS", 1_000_000, minimum=1000)
+# Dry runs (/api/submissions/validate) and batch items per user per hour: checks cost the site work.
+SOLBOARD_CHECKS_PER_HOUR = env_int("SOLBOARD_CHECKS_PER_HOUR", 600, minimum=1)
 
 # The GPU type that `make run` targets: the CPU development device unless a GPU host says otherwise.
 SOLBOARD_DEV_GPU_TYPE = env_str("SOLBOARD_DEV_GPU_TYPE", "cpu")

@@ -68,19 +68,38 @@ class RateLimit:
     def limit(self) -> int:
         return int(getattr(settings, self.limit_setting))
 
-    def charge(self, user_id: int, cost: int = 1) -> None:
-        """Count ``cost`` requests now; ApiError ``rate_limited`` (429, ``Retry-After``) past the limit."""
+    def _key(self, user_id: int) -> tuple[str, int]:
+        """The cache key of the current window, and the seconds until the next one."""
         now = int(time.time())
         window_start = now - now % self.window
-        key = f"solboard:rate:{self.scope}:{user_id}:{window_start}"
+        return f"solboard:rate:{self.scope}:{user_id}:{window_start}", window_start + self.window - now
+
+    def add(self, user_id: int, cost: int = 1) -> int:
+        """Count ``cost`` now; the window's total."""
+        key, _ = self._key(user_id)
         cache.add(key, 0, timeout=self.window + 5)
         try:
-            used = cache.incr(key, cost)
+            return int(cache.incr(key, cost))
         except ValueError:  # evicted between add and incr: start the window again
             cache.set(key, cost, timeout=self.window + 5)
-            used = cost
+            return cost
+
+    def refusal(self, used: int) -> ApiError:
+        _, wait = self._key(0)
+        return ApiError("rate_limited", f"at most {self.limit} {self.scope} per {self.window} s (used {used}); "
+                        f"retry in {wait} s", headers={"Retry-After": str(max(1, wait))}, retry_after=wait,
+                        limit=self.limit)
+
+    def charge(self, user_id: int, cost: int = 1) -> None:
+        """Count ``cost`` requests now; ApiError ``rate_limited`` (429, ``Retry-After``) past the limit."""
+        used = self.add(user_id, cost)
         if used > self.limit:
-            wait = window_start + self.window - now
-            raise ApiError("rate_limited", f"at most {self.limit} {self.scope} requests per {self.window} s; "
-                           f"retry in {wait} s", headers={"Retry-After": str(max(1, wait))}, retry_after=wait,
-                           limit=self.limit)
+            raise self.refusal(used)
+
+    def ensure_left(self, user_id: int) -> None:
+        """Refuse (as ``charge`` would) when the window is already spent, counting nothing: for a
+        cost known only afterwards (compile seconds), charged then with ``add``."""
+        key, _ = self._key(user_id)
+        used = int(cache.get(key, 0))
+        if used >= self.limit:
+            raise self.refusal(used)

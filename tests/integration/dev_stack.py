@@ -4,6 +4,7 @@ uvicorn, site worker, runner) rather than Django's test client."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -11,9 +12,11 @@ import sqlite3
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 180.0
@@ -34,12 +37,36 @@ class DevStack:
     base: str
     var: Path
     log: Path
+    env: dict[str, str]
 
     def alive(self) -> bool:
         return self.process.poll() is None
 
     def log_tail(self, chars: int = 4000) -> str:
         return self.log.read_text(errors="replace")[-chars:]
+
+    def manage(self, *args: str) -> str:
+        """``solboard manage ...`` against the stack's database; its stdout."""
+        done = subprocess.run([sys.executable, "-m", "leaderboard", "manage", *args], cwd=REPO, env=self.env,
+                              capture_output=True, text=True, check=True, timeout=120)
+        return done.stdout
+
+    def token_for(self, username: str) -> str:
+        return self.manage("create_api_token", username, "--create-user").strip().splitlines()[-1]
+
+    def call(self, method: str, path: str, token: str, body: object = None,
+             timeout: float = 120) -> tuple[int, float, dict[str, Any]]:
+        """(status, seconds, JSON body) of one API request."""
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.base + path, data=data, method=method, headers={
+            "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        started = time.monotonic()
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                status, raw = response.status, response.read()
+        except urllib.error.HTTPError as error:
+            status, raw = error.code, error.read()
+        return status, time.monotonic() - started, json.loads(raw or b"{}")
 
     def query(self, sql: str, *params: object) -> list[tuple[object, ...]]:
         """Read the stack's SQLite database (embedded profile only)."""
@@ -59,7 +86,7 @@ def start_dev(var: Path, *, runner: bool = True, env: dict[str, str] | None = No
     with log.open("wb") as output:
         process = subprocess.Popen([sys.executable, "-m", "leaderboard", "dev"], cwd=REPO, env=environment,
                                    stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
-    return DevStack(process, f"http://127.0.0.1:{port}", var, log)
+    return DevStack(process, f"http://127.0.0.1:{port}", var, log, environment)
 
 
 def wait_until_healthy(stack: DevStack, timeout: float = START_TIMEOUT_S) -> None:

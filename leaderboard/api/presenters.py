@@ -1,8 +1,9 @@
 """Submissions and evaluations as the API shows them, with feedback an optimiser loop can act on.
 
-Who sees what: the owner (and staff) see the source, the launch spec and the submission's log;
-everyone else sees status, figures and the report without its log (a kernel's stdout may echo
-its source). A passed result that its witness has not confirmed is ``provisional``: shown, never
+Who sees what (leaderboard/audience.py): the owner (and staff) see the source, the launch spec,
+the messages, tracebacks, compiler output and the submission's log; everyone else sees the status,
+an error kind, the failing shape, the figures, and a report stripped of every free-text string
+(a traceback or a compiler diagnostic quotes the source). A passed result that its witness has not confirmed is ``provisional``: shown, never
 ranked; so is a running ranked job's report before its witness (``provisional_report``), which
 its final result replaces. ``not_ranked_reason`` says exactly why a result is not in a ranking.
 """
@@ -15,15 +16,18 @@ from typing import Any
 
 from django.db.models import Q
 
+from leaderboard.audience import (
+    may_see_details,
+    public_evidence,
+    public_message,
+    public_report,
+    public_summary,
+)
 from leaderboard.models import Evaluation, EvaluationStatus, Mode, Submission
 from leaderboard.models.integrity import Withdrawal
 
 S = EvaluationStatus
 WAITING = (S.QUEUED, S.RUNNING)
-
-
-def can_see_private(user: Any, submission: Submission) -> bool:
-    return bool(user and user.is_authenticated and (user.is_staff or user.pk == submission.user_id))
 
 
 def overall_status(statuses: list[str]) -> str:
@@ -64,8 +68,9 @@ def is_provisional(evaluation: Evaluation) -> bool:
     return evaluation.status == S.PASSED and not report.get("witnessed", False)
 
 
-def not_ranked_reason(evaluation: Evaluation) -> str | None:
-    """None when the result is in its ranking; else the exact reason, first one that applies."""
+def not_ranked_reason(evaluation: Evaluation, private: bool = True) -> str | None:
+    """None when the result is in its ranking; else the exact reason, first one that applies. Not
+    ``private``: the report's own message is replaced by the public summary's words."""
     if evaluation.mode != Mode.RANKED:
         return "test mode is never ranked: submit with mode=ranked"
     if evaluation.current_provisional is not None:
@@ -85,7 +90,7 @@ def not_ranked_reason(evaluation: Evaluation) -> str | None:
         return "provisional: " + (_unwitnessed(report) or "not every shape's ranked median was confirmed by its witness")
     if evaluation.flags:
         return "flagged for review: " + "; ".join(str(flag) for flag in evaluation.flags)
-    return report.get("message") or "the evaluator did not mark the result rank-eligible"
+    return (report.get("message") if private else "") or "the evaluator did not mark the result rank-eligible"
 
 
 def withdrawal_of(evaluation: Evaluation) -> Withdrawal | None:
@@ -144,31 +149,40 @@ def _ncu_headline(shape: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def evaluation_body(evaluation: Evaluation, private: bool, with_report: bool) -> dict[str, Any]:
+    """One evaluation as a viewer sees it: ``private`` (owner, staff, a public submission) gets the
+    messages, tracebacks and logs; anyone else the summary built from fixed words (leaderboard/audience.py)."""
+    report, early = _seen(evaluation.report, private), _seen(evaluation.current_provisional, private)
     body: dict[str, Any] = {
         "id": evaluation.pk, "gpu_type": evaluation.gpu_type.key, "mode": evaluation.mode,
         "run_number": evaluation.run_number, "status": evaluation.status,
-        "evaluator_status": evaluation.evaluator_status, "message": evaluation.message,
+        "evaluator_status": evaluation.evaluator_status, "message": _message(evaluation, private),
+        **public_summary(evaluation.status, evaluation.evaluator_status, evaluation.message, evaluation.report),
+        "details": "shown" if private else "owner only",
         "queue_position": queue_position(evaluation), "queued_at": evaluation.queued_at,
         "started_at": evaluation.started_at, "finished_at": evaluation.finished_at,
         "score": evaluation.score, "rank_eligible": evaluation.rank_eligible,
-        "provisional": is_provisional(evaluation), "not_ranked_reason": not_ranked_reason(evaluation),
+        "provisional": is_provisional(evaluation), "not_ranked_reason": not_ranked_reason(evaluation, private),
         "features_met": evaluation.features_met, "flags": evaluation.flags,
     }
-    report, early = evaluation.report, evaluation.current_provisional
     body.update(provisional_at=evaluation.provisional_at if early else None,
                 provisional_score=(early or {}).get("problem_score"))
     if early is not None:
         body["provisional"] = True
     body["shapes"] = [shape_feedback(shape) for shape in (report or early or {}).get("shapes", [])]
     if with_report:
-        body["report"] = _visible(report, private)
-        body["provisional_report"] = _visible(early, private)
+        body["report"], body["provisional_report"] = report, early
     return body
 
 
-def _visible(report: dict[str, Any] | None, private: bool) -> dict[str, Any] | None:
-    """The report as this viewer may see it: without the submission's log unless private."""
-    return report if private or report is None else {**report, "log": ""}
+def _message(evaluation: Evaluation, private: bool) -> str:
+    if private:
+        return evaluation.message
+    return public_message(evaluation.status, evaluation.evaluator_status, evaluation.message, evaluation.report)
+
+
+def _seen(report: dict[str, Any] | None, private: bool) -> dict[str, Any] | None:
+    """The report as this viewer may see it (``audience.public_report`` unless private)."""
+    return report if private else public_report(report)
 
 
 def agent_of(submission: Submission) -> dict[str, str] | None:
@@ -179,7 +193,7 @@ def agent_of(submission: Submission) -> dict[str, str] | None:
 
 
 def submission_body(submission: Submission, viewer: Any, with_report: bool = True) -> dict[str, Any]:
-    private = can_see_private(viewer, submission) or submission.public
+    private = may_see_details(viewer, submission)
     evaluations = list(submission.evaluations.select_related("gpu_type").order_by("id"))
     body: dict[str, Any] = {
         "id": submission.pk, "problem": submission.problem.name, "problem_version": submission.problem_version,
@@ -189,7 +203,7 @@ def submission_body(submission: Submission, viewer: Any, with_report: bool = Tru
         "state": state_token([(evaluation.pk, evaluation_state(evaluation.status, evaluation.provisional_at,
                                                                evaluation.started_at))
                               for evaluation in evaluations]),
-        "static_evidence": submission.static_evidence,
+        "static_evidence": submission.static_evidence if private else public_evidence(submission.static_evidence),
         "evaluations": [evaluation_body(evaluation, private, with_report) for evaluation in evaluations],
     }
     if private:

@@ -36,6 +36,7 @@ from django.utils import timezone
 
 from leaderboard.api.callbacks import RefusedCallback, check_url, parse_url, post_pinned
 from leaderboard.api.presenters import is_provisional, not_ranked_reason
+from leaderboard.audience import public_message, public_summary
 from leaderboard.models import Evaluation, SubmissionOrigin, WebhookDelivery
 from leaderboard.signals import evaluation_finished
 
@@ -66,14 +67,17 @@ def verify(secret: str, body: bytes, header: str, tolerance_s: int = 300, now: f
 
 
 def summary(evaluation: Evaluation) -> dict[str, Any]:
+    """What anyone may read of the result (leaderboard/audience.py): the payload leaves the site for
+    a URL the site does not control; the owner reads the details at ``url`` with their token."""
     submission = evaluation.submission
+    facts = (evaluation.status, evaluation.evaluator_status, evaluation.message, evaluation.report)
     return {
         "event": "evaluation.finished", "submission_id": submission.pk, "evaluation_id": evaluation.pk,
         "problem": submission.problem.name, "gpu_type": evaluation.gpu_type.key, "mode": evaluation.mode,
         "run_number": evaluation.run_number, "status": evaluation.status,
-        "evaluator_status": evaluation.evaluator_status, "message": evaluation.message[:2000],
+        "evaluator_status": evaluation.evaluator_status, "message": public_message(*facts), **public_summary(*facts),
         "score": evaluation.score, "rank_eligible": evaluation.rank_eligible,
-        "provisional": is_provisional(evaluation), "not_ranked_reason": not_ranked_reason(evaluation),
+        "provisional": is_provisional(evaluation), "not_ranked_reason": not_ranked_reason(evaluation, private=False),
         "finished_at": evaluation.finished_at.isoformat() if evaluation.finished_at else None,
         "url": f"/api/submissions/{submission.pk}",
     }

@@ -65,7 +65,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First: an anonymous visitor's home or problem page comes from the cache before any other work.
+    "leaderboard.metrics.RequestLatencyMiddleware",  # /metrics: every request timed, cached pages included
+    # Then: an anonymous visitor's home or problem page comes from the cache before any other work.
     "leaderboard.web.pagecache.AnonymousPageCacheMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "leaderboard.static_files.WhiteNoiseMiddleware",  # whitenoise, async-capable (see its docstring)
@@ -280,15 +281,25 @@ CSRF_COOKIE_SECURE = not DEBUG
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
-# Load balancers probe /healthz over plain HTTP: it must answer rather than redirect.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+# Load balancers probe /healthz and Prometheus scrapes /metrics over plain HTTP: they answer, never redirect.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+# /metrics (leaderboard/metrics.py): with a token, `Authorization: Bearer <token>`; without, loopback only.
+SOLBOARD_METRICS_TOKEN = env_str("SOLBOARD_METRICS_TOKEN") or ""
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
+# json: one JSON object per line (time, level, logger, message, exception), for a log collector.
+LOG_FORMAT = env_str("LOG_FORMAT", "plain" if DEBUG else "json")
+if LOG_FORMAT not in ("plain", "json"):
+    raise ConfigError(f"LOG_FORMAT={LOG_FORMAT!r} is neither plain nor json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "pythonjsonlogger.json.JsonFormatter", "timestamp": True,
+                 "format": "%(levelname)s %(name)s %(message)s %(process)d"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }

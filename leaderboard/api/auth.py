@@ -79,5 +79,15 @@ class PasswordAuthentication(authentication.BasicAuthentication):
             raise
 
 
+class PasswordAuthenticationScheme(OpenApiAuthenticationExtension):
+    """How drf-spectacular documents HTTP Basic on ``POST /api/tokens`` (``basicAuth``)."""
+
+    target_class = PasswordAuthentication
+    name = "basicAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "http", "scheme": "basic"}
+
+
 #: The site's session comes second (CSRF enforced on writes, as DRF does).
 API_AUTHENTICATION = (BearerTokenAuthentication, authentication.SessionAuthentication)

@@ -62,3 +62,41 @@ def test_a_launch_spec_nested_200000_deep_is_an_invalid_launch_spec(alice_api: A
         response = alice_api.post(path, body, format="json")
         assert response.status_code == 400, response.content[:300]
         assert error_of(response)["code"] == "invalid_launch_spec"
+
+
+def test_fields_a_client_may_not_set_are_ignored(alice_api: APIClient, bob: Any) -> None:
+    """Mass assignment: a create that names an owner, a score, a status or publicity sets none of them."""
+    from leaderboard.models import Submission
+
+    body = submit_body(user="bob", user_id=bob.pk, public=True, score=1.0, status="passed", rank_eligible=True,
+                       evaluations=[{"status": "passed", "score": 1.0}])
+    response = alice_api.post("/api/submissions", body, format="json")
+    assert response.status_code == 201, response.json()
+    submission = Submission.objects.get(pk=response.json()["id"])
+    assert (submission.user.username, submission.public) == ("alice", False)
+    assert [(e.status, e.score, e.rank_eligible) for e in submission.evaluations.all()] == [("queued", None, False)]
+
+
+def test_a_session_write_to_the_api_needs_the_csrf_token(alice: Any, catalogue: None) -> None:
+    """A page elsewhere cannot make a signed-in browser submit: no CSRF token, no write (403), and a
+    form-encoded body is not even read (415)."""
+    from django.test import Client
+
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(alice)
+    as_json = browser.post("/api/submissions", json.dumps(submit_body()), content_type="application/json")
+    assert as_json.status_code == 403 and error_of(as_json)["code"] == "permission_denied"
+    as_form = browser.post("/api/submissions", {"problem": "vector_add"})
+    assert as_form.status_code in (403, 415)
+
+
+def test_a_method_override_header_or_field_is_not_honoured(alice: Any, catalogue: None) -> None:
+    from leaderboard.models import ApiToken
+    from tests.leaderboard.api_support import client_for
+
+    client = client_for(alice)
+    spare = client.post("/api/tokens", {"name": "spare"}, format="json").json()
+    for override in ({"HTTP_X_HTTP_METHOD_OVERRIDE": "DELETE"}, {"HTTP_X_METHOD_OVERRIDE": "DELETE"}):
+        response = client.post(f"/api/tokens/{spare['id']}", {"_method": "DELETE"}, format="json", **override)
+        assert response.status_code == 405
+    assert ApiToken.objects.get(pk=spare["id"]).revoked_at is None

@@ -24,7 +24,8 @@ from leaderboard.models import EvaluationStatus, Submission
 
 ERRORS = {code: OpenApiResponse(s.ErrorSerializer, description=text) for code, text in {
     400: "invalid request (code says which check)", 401: "no or bad token", 404: "not found",
-    409: "conflict", 413: "too large (limit stated)", 429: "quota spent (Retry-After)"}.items()}
+    409: "conflict", 413: "too large (limit stated)", 429: "quota or rate spent, or compiling (Retry-After)",
+    503: "the site compiles as many uploads as it allows (Retry-After)"}.items()}
 IDEMPOTENCY = OpenApiParameter("Idempotency-Key", {"type": "string", "minLength": 1, "maxLength": 255,
                                                    "pattern": r"^\S.*$"}, OpenApiParameter.HEADER, required=False,
                                description="A retry with the same key and body returns the original answer; "

@@ -1,6 +1,7 @@
 """``solboard dev``: everything `make run` needs on one machine, with no external service.
 
-Prepares the database (migrate, sync_gpu_types, sync_problems), then supervises three children:
+Prepares the database (migrate, sync_gpu_types, sync_problems) and the embedded broker's queues
+(prepare_broker), then supervises three children:
 the web server, one site worker (queue ``site``) and a runner node. Ctrl-C or SIGTERM stops them
 all; if one of them dies, the others are stopped and the exit status is non-zero. Each child runs
 in its own session so the supervisor decides the order and the grace period, and each gets
@@ -38,7 +39,10 @@ POLL_SECONDS = 0.3
 #: broker, results, keys). The runner keeps 022: as root it writes a job's inputs for the job user.
 PRIVATE_UMASK, RUNNER_UMASK = 0o077, 0o022
 # runner_credentials dev: the local runner signs its messages with a credential issued here (0600 in var/).
-PREPARE_STEPS = (["migrate", "--noinput"], ["sync_gpu_types"], ["sync_problems"], ["runner_credentials", "dev"])
+# prepare_broker last: the embedded broker's tables and queue rows exist before two children race to
+# create them (its docstring says how that race ended `make run`).
+PREPARE_STEPS = (["migrate", "--noinput"], ["sync_gpu_types"], ["sync_problems"], ["runner_credentials", "dev"],
+                 ["prepare_broker"])
 
 
 @dataclass

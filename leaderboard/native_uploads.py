@@ -21,17 +21,23 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from evaluator.ptx import validate_upload
+from evaluator.ptx.jailed import ToolLimits
 from evaluator.ptx.models import ArchValidation, UploadValidation
 from leaderboard.models import GpuType, Language, Problem
 
 
 def validate_native_upload(
-    problem: Problem, language: str, source: str, launch_spec: str | None, gpus: Sequence[GpuType]
+    problem: Problem, language: str, source: str, launch_spec: str | None, gpus: Sequence[GpuType],
+    limits: ToolLimits | None = None,
 ) -> dict[str, Any]:
-    """The static evidence of a PTX/CUDA upload; raises ValidationError (field -> messages)."""
+    """The static evidence of a PTX/CUDA upload; raises ValidationError (field -> messages).
+    ``limits``: each tool run's (the site's, ``compile_limits.site_tool_limits``)."""
     _refuse_gpu_types_without_arch(language, gpus)
     archs = list(dict.fromkeys(gpu.arch for gpu in gpus if gpu.arch))
-    result = validate_upload(language, source, launch_spec, problem.name, archs)
+    try:
+        result = validate_upload(language, source, launch_spec, problem.name, archs, limits)
+    except RecursionError:  # the TOML reader recurses per level: ``x = [[[[...]]]]`` 200,000 deep
+        raise ValidationError({"launch_spec": "the launch spec nests arrays or tables too deeply"}) from None
     if not result.ok:
         raise ValidationError({"source": result.messages() or ["the upload was refused without a message"]})
     return static_evidence(result)

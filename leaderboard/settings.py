@@ -7,6 +7,8 @@ lists every variable.
 
 from __future__ import annotations
 
+import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -62,12 +64,15 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served by the site: /api/docs/ works offline
     "django_htmx",
+    "axes",  # failed-login counts and lockouts (leaderboard/throttling.py)
     "leaderboard",
 ]
 
 MIDDLEWARE = [
-    # First: an anonymous visitor's home or problem page comes from the cache before any other work.
+    "leaderboard.metrics.RequestLatencyMiddleware",  # /metrics: every request timed, cached pages included
+    # Then: an anonymous visitor's home or problem page comes from the cache before any other work.
     "leaderboard.web.pagecache.AnonymousPageCacheMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "leaderboard.static_files.WhiteNoiseMiddleware",  # whitenoise, async-capable (see its docstring)
@@ -79,7 +84,24 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",  # request.htmx: the report's live status fragment
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks: a locked-out login becomes a 429
 ]
+
+# Logins (web form, admin, HTTP Basic on /api/tokens) pass axes first: it refuses a locked-out
+# address or username before the password is even checked (leaderboard/throttling.py).
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("SOLBOARD_LOGIN_FAILURE_LIMIT", 10, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("SOLBOARD_LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+# Either suffices: one address guessing many users, or many addresses guessing one user.
+AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "leaderboard.throttling.client_ip"
+AXES_LOCKOUT_CALLABLE = "leaderboard.throttling.lockout_response"
+# Reverse proxies in front of the site: the client address is this many entries from the right of
+# X-Forwarded-For (0: REMOTE_ADDR, no proxy). Wrong here, every client shares the proxy's lockout.
+SOLBOARD_TRUSTED_PROXIES = env_int("SOLBOARD_TRUSTED_PROXIES", 0, minimum=0)
+# API tokens one user may create per hour (a token is cheap to make and costly to hunt down).
+SOLBOARD_TOKENS_PER_HOUR = env_int("SOLBOARD_TOKENS_PER_HOUR", 30, minimum=1)
 
 ROOT_URLCONF = "leaderboard.urls"
 WSGI_APPLICATION = "leaderboard.wsgi.application"
@@ -164,6 +186,18 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int(
 )
 FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
 
+# Compiling uploads on the site (leaderboard/compile_limits.py): nvcc/ptxas limits per run, compiles at
+# once per host and per user, how long a request waits for a slot, and compile time per user per hour.
+SOLBOARD_COMPILE_SECONDS = env_float("SOLBOARD_COMPILE_SECONDS", 60.0, minimum=1)
+SOLBOARD_COMPILE_SLOTS = env_int("SOLBOARD_COMPILE_SLOTS", max(1, (os.cpu_count() or 2) // 2), minimum=1)
+SOLBOARD_COMPILE_SLOTS_PER_USER = env_int("SOLBOARD_COMPILE_SLOTS_PER_USER", 1, minimum=1)
+SOLBOARD_COMPILE_WAIT_SECONDS = env_float("SOLBOARD_COMPILE_WAIT_SECONDS", 5.0, minimum=0)
+SOLBOARD_COMPILE_SECONDS_PER_HOUR = env_int("SOLBOARD_COMPILE_SECONDS_PER_HOUR", 900, minimum=1)
+# A #define expanding to more tokens than this is refused before the preprocessor runs (a macro bomb).
+SOLBOARD_MAX_MACRO_TOKENS = env_int("SOLBOARD_MAX_MACRO_TOKENS", 1_000_000, minimum=1000)
+# Dry runs (/api/submissions/validate) and batch items per user per hour: checks cost the site work.
+SOLBOARD_CHECKS_PER_HOUR = env_int("SOLBOARD_CHECKS_PER_HOUR", 600, minimum=1)
+
 # The GPU type that `make run` targets: the CPU development device unless a GPU host says otherwise.
 SOLBOARD_DEV_GPU_TYPE = env_str("SOLBOARD_DEV_GPU_TYPE", "cpu")
 # A runner that has not sent a heartbeat for this long is considered gone.
@@ -220,6 +254,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+    # JSON only, with limits on nesting and on the number of values (400 json_too_deep / _many_values).
+    "DEFAULT_PARSER_CLASSES": ["leaderboard.api.parsers.BoundedJSONParser"],
     "EXCEPTION_HANDLER": "leaderboard.api.errors.exception_handler",  # {"error": {code, message, field}}
 }
 SPECTACULAR_SETTINGS = {
@@ -227,6 +263,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Submit GPU kernels, follow their evaluation, read rankings and reports.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI from the site's own static files (pinned by drf-spectacular-sidecar), never a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 
@@ -263,15 +303,25 @@ CSRF_COOKIE_SECURE = not DEBUG
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
-# Load balancers probe /healthz over plain HTTP: it must answer rather than redirect.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+# Load balancers probe /healthz and Prometheus scrapes /metrics over plain HTTP: they answer, never redirect.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+# /metrics (leaderboard/metrics.py): with a token, `Authorization: Bearer <token>`; without, loopback only.
+SOLBOARD_METRICS_TOKEN = env_str("SOLBOARD_METRICS_TOKEN") or ""
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
+# json: one JSON object per line (time, level, logger, message, exception), for a log collector.
+LOG_FORMAT = env_str("LOG_FORMAT", "plain" if DEBUG else "json")
+if LOG_FORMAT not in ("plain", "json"):
+    raise ConfigError(f"LOG_FORMAT={LOG_FORMAT!r} is neither plain nor json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "pythonjsonlogger.json.JsonFormatter", "timestamp": True,
+                 "format": "%(levelname)s %(name)s %(message)s %(process)d"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }

@@ -2,15 +2,18 @@
 
 Validates at once (UTF-8 text without NUL, naming the offending byte's offset; size; language
 accepted by the problem; Python that parses and defines a ``kernel`` (``python_uploads``); known GPU types;
-PTX/CUDA assembled for the target of each GPU type, see ``native_uploads``), saves the Submission
-and one Evaluation per GPU type in one transaction, and hands the evaluations to the broker only after that transaction commits (nothing enqueued for a submission
-that was not saved; the sweeper re-enqueues anything saved whose hand-over was lost).
+PTX/CUDA assembled for the target of each GPU type, see ``native_uploads``) in ``check_submission``,
+outside any transaction and under the site's compile limits (``compile_limits``); then
+``save_submission`` saves the Submission and one Evaluation per GPU type in one short transaction,
+and hands the evaluations to the broker only after that transaction commits (nothing enqueued for
+a submission that was not saved; the sweeper re-enqueues anything saved whose hand-over was lost).
 """
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -19,6 +22,7 @@ from django.db import transaction
 
 from evaluator.ptx.sourcetext import decode_source, text_problem
 from evaluator.vocabulary import NATIVE_LANGUAGES
+from leaderboard.compile_limits import check_macro_bomb, compile_slot, site_tool_limits
 from leaderboard.dispatch import enqueue_on_commit
 from leaderboard.models import Evaluation, GpuType, Language, Mode, Problem, Submission
 from leaderboard.native_uploads import validate_native_upload
@@ -28,11 +32,28 @@ from solboard_common.limits import source_too_large
 MODES = tuple(Mode.values)
 
 
-def create_submission(
+@dataclass(frozen=True)
+class CheckedSubmission:
+    """An upload that passed every check (its PTX/CUDA built for each target), not yet saved."""
+
+    problem: Problem
+    language: str
+    source: str
+    gpus: list[GpuType]
+    mode: str
+    launch_spec: str | None
+    evidence: dict[str, Any]
+
+
+def check_submission(
     user: Any, problem_name: str, language: str, source: str, gpu_types: Sequence[str], mode: str,
     launch_spec: str | None = None,
-) -> Submission:
-    """Validate, save and enqueue; raises ValidationError (field -> message) on bad input."""
+) -> CheckedSubmission:
+    """Every check of a create, nothing saved; raises ValidationError (field -> message).
+
+    PTX/CUDA are built here, under the site's compile limits (``compile_limits``): callers run this
+    outside any database transaction, so a compile never holds a lock (on SQLite, the whole
+    database) while nvcc works."""
     problem = _problem(problem_name)
     _check_language(problem, language)
     _check_source(language, source)
@@ -41,16 +62,32 @@ def create_submission(
         raise ValidationError({"mode": f"mode must be one of {', '.join(MODES)}"})
     evidence: dict[str, Any] = {}
     if language in NATIVE_LANGUAGES:  # last: the only check that runs tools (ptxas, nvcc)
-        evidence = validate_native_upload(problem, language, source, launch_spec, gpus)
+        check_macro_bomb(source)
+        with compile_slot(user.pk):
+            evidence = validate_native_upload(problem, language, source, launch_spec, gpus, site_tool_limits())
+    return CheckedSubmission(problem, language, source, gpus, mode, launch_spec, evidence)
+
+
+def save_submission(user: Any, checked: CheckedSubmission) -> Submission:
+    """Save the Submission and one Evaluation per GPU type in one short transaction; enqueue after commit."""
     with transaction.atomic():
         submission = Submission.objects.create(
-            user=user, problem=problem, problem_version=problem.version, language=language,
-            source=source, launch_spec=launch_spec, static_evidence=evidence,
+            user=user, problem=checked.problem, problem_version=checked.problem.version, language=checked.language,
+            source=checked.source, launch_spec=checked.launch_spec, static_evidence=checked.evidence,
         )
-        for gpu in gpus:
-            Evaluation.objects.create(submission=submission, gpu_type=gpu, mode=mode)
-        enqueue_on_commit(user.pk, [gpu.pk for gpu in gpus])
+        for gpu in checked.gpus:
+            Evaluation.objects.create(submission=submission, gpu_type=gpu, mode=checked.mode)
+        enqueue_on_commit(user.pk, [gpu.pk for gpu in checked.gpus])
     return submission
+
+
+def create_submission(
+    user: Any, problem_name: str, language: str, source: str, gpu_types: Sequence[str], mode: str,
+    launch_spec: str | None = None,
+) -> Submission:
+    """Validate, save and enqueue; raises ValidationError (field -> message) on bad input."""
+    checked = check_submission(user, problem_name, language, source, gpu_types, mode, launch_spec)
+    return save_submission(user, checked)
 
 
 def _problem(name: str) -> Problem:

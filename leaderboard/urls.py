@@ -4,11 +4,12 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from leaderboard import views
+from leaderboard import metrics, views
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("favicon.ico", views.favicon, name="favicon"),
+    path("metrics", metrics.metrics_view, name="metrics"),  # Prometheus; token or loopback only
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

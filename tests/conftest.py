@@ -22,6 +22,16 @@ import pytest
 from runners import identities, sandbox
 
 
+@pytest.fixture(autouse=True)
+def _empty_cache() -> Iterator[None]:
+    """Each test starts with an empty Django cache: request rates (leaderboard/throttling.py) and
+    cached pages counted by one test never reach the next."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+
+
 @pytest.fixture
 def alice(django_user_model: Any) -> Any:
     return django_user_model.objects.create_user(username="alice", password="alice-password-1")

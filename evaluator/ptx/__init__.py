@@ -15,9 +15,10 @@ __all__ = ["validate_upload"]
 
 
 def validate_upload(
-    language: str, source: str, launch_spec: str | None, problem: Any = None, archs: list[str] | None = None
+    language: str, source: str, launch_spec: str | None, problem: Any = None, archs: list[str] | None = None,
+    limits: Any = None,
 ) -> UploadValidation:
     """See :func:`evaluator.ptx.validate.validate_upload` (imported lazily: no CUDA needed)."""
     from evaluator.ptx.validate import validate_upload as _validate
 
-    return _validate(language, source, launch_spec, problem, archs)
+    return _validate(language, source, launch_spec, problem, archs, limits)

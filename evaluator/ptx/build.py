@@ -11,6 +11,7 @@ from evaluator.ptx.assemble import Diagnostic as ToolDiagnostic
 from evaluator.ptx.assemble import assemble
 from evaluator.ptx.errors import SpecError, ToolchainError
 from evaluator.ptx.evidence import build_evidence
+from evaluator.ptx.jailed import ToolLimits
 from evaluator.ptx.limits import check_shape, check_static
 from evaluator.ptx.models import ArchValidation, Diagnostic, KernelResources, Stage
 from evaluator.ptx.nvcc import compile_to_ptx
@@ -48,7 +49,8 @@ def error(stage: Stage, message: str) -> Diagnostic:
 
 
 def build_for_arch(
-    language: str, source: str, spec: LaunchSpec | None, abi: abi_mod.ProblemAbi | None, arch_name: str
+    language: str, source: str, spec: LaunchSpec | None, abi: abi_mod.ProblemAbi | None, arch_name: str,
+    limits: ToolLimits | None = None,
 ) -> Build:
     arch = get_arch(arch_name)
     result = ArchValidation(
@@ -56,27 +58,28 @@ def build_for_arch(
     )
     build = Build(result, spec)
     try:
-        ptx = _ptx_for(language, source, arch_name, result)
+        ptx = _ptx_for(language, source, arch_name, result, limits)
         if ptx is None:
             return build
         build.ptx = ptx
-        _assemble(build, ptx, arch_name)
+        _assemble(build, ptx, arch_name, limits)
     except ToolchainError as problem:
         result.errors.append(error("toolchain", problem.message))
     result.ok = not result.errors
     return build
 
 
-def _ptx_for(language: str, source: str, arch: str, result: ArchValidation) -> str | None:
+def _ptx_for(language: str, source: str, arch: str, result: ArchValidation,
+             limits: ToolLimits | None = None) -> str | None:
     if language == "ptx":
         return source
-    compiled = compile_to_ptx(source, arch)
+    compiled = compile_to_ptx(source, arch, limits=limits)
     result.errors += [_diag("nvcc", d) for d in compiled.errors]
     result.warnings += [_diag("nvcc", d) for d in compiled.warnings]
     return compiled.ptx
 
 
-def _assemble(build: Build, ptx: str, arch_name: str) -> None:
+def _assemble(build: Build, ptx: str, arch_name: str, limits: ToolLimits | None = None) -> None:
     result = build.result
     version, target = abi_mod.ptx_version(ptx), abi_mod.ptx_target(ptx)
     result.ptx_version = f"{version[0]}.{version[1]}" if version else None
@@ -93,7 +96,7 @@ def _assemble(build: Build, ptx: str, arch_name: str) -> None:
         )
         _check_entry(build, ptx)
         return
-    assembly = assemble(ptx, arch_name)
+    assembly = assemble(ptx, arch_name, limits=limits)
     result.errors += [_diag("ptxas", d) for d in assembly.errors]
     result.warnings += [_diag("ptxas", d) for d in assembly.warnings]
     result.kernels = [KernelResources(name=n, **vars(k)) for n, k in assembly.kernels.items()]

@@ -16,6 +16,7 @@ from evaluator.ptx import abi as abi_mod
 from evaluator.ptx.archs import ARCHS, GPU_ARCH
 from evaluator.ptx.build import attach_evidence, build_for_arch, check_problem_fit, error, load_spec
 from evaluator.ptx.errors import SpecError
+from evaluator.ptx.jailed import ToolLimits
 from evaluator.ptx.models import Diagnostic, UploadValidation
 from evaluator.ptx.spec import LaunchSpec, extract_spec_text, spec_summary
 from evaluator.ptx.toolchain import tool_versions
@@ -25,9 +26,12 @@ LANGUAGES = ("ptx", "cuda")
 
 
 def validate_upload(
-    language: str, source: str, launch_spec: str | None, problem: Any = None, archs: list[str] | None = None
+    language: str, source: str, launch_spec: str | None, problem: Any = None, archs: list[str] | None = None,
+    limits: ToolLimits | None = None,
 ) -> UploadValidation:
-    """Validate a PTX or CUDA C++ upload for each target (names like ``sm_90a`` or GPU types like ``h200``)."""
+    """Validate a PTX or CUDA C++ upload for each target (names like ``sm_90a`` or GPU types like ``h200``).
+
+    ``limits``: each nvcc/ptxas run's (the site passes shorter ones than the evaluator's defaults)."""
     abi = _abi(problem)
     result = UploadValidation(
         ok=False,
@@ -50,7 +54,7 @@ def validate_upload(
     result.spec = spec_summary(spec) if spec is not None else None
     targets = _targets(archs, abi, result)
     for arch in targets:
-        build = build_for_arch(language, source, spec, abi, arch)
+        build = build_for_arch(language, source, spec, abi, arch, limits)
         if abi is not None:
             check_problem_fit(build, abi)
         attach_evidence(build, list(abi.required_features.get(arch, ())) if abi else [])

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from axes.handlers.proxy import AxesProxyHandler
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
 from leaderboard.models import ApiToken
+from leaderboard.throttling import login_locked_error
 
 SCHEME = "bearer"
 
@@ -57,6 +59,34 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
         return {"type": "http", "scheme": "bearer", "bearerFormat": "sol_..."}
+
+
+class PasswordAuthentication(authentication.BasicAuthentication):
+    """HTTP Basic, where a password is traded for a token once (``POST /api/tokens``): failures are
+    counted by django-axes like the login form's, and a locked-out address or username gets a 429
+    ``login_locked`` with ``Retry-After`` (before the password is checked, and on the failure that
+    reaches the limit)."""
+
+    def authenticate_credentials(self, userid: str, password: str, request: Any = None) -> tuple[Any, None]:
+        credentials = {"username": userid}
+        if request is not None and AxesProxyHandler.is_locked(request, credentials):
+            raise login_locked_error()
+        try:
+            return super().authenticate_credentials(userid, password, request)  # type: ignore[no-any-return]
+        except exceptions.AuthenticationFailed:
+            if request is not None and AxesProxyHandler.is_locked(request, credentials):
+                raise login_locked_error() from None
+            raise
+
+
+class PasswordAuthenticationScheme(OpenApiAuthenticationExtension):
+    """How drf-spectacular documents HTTP Basic on ``POST /api/tokens`` (``basicAuth``)."""
+
+    target_class = PasswordAuthentication
+    name = "basicAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "http", "scheme": "basic"}
 
 
 #: The site's session comes second (CSRF enforced on writes, as DRF does).

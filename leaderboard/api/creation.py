@@ -1,9 +1,10 @@
 """Creating submissions through the API: quotas, idempotency, agent origin, dry runs, re-runs.
 
-Every kernel still enters through ``leaderboard.submissions.create_submission`` (the checks live
-there); this module wraps it. A user's creates are serialised on their user row
-(``quotas.lock_user``), so a quota's last unit and an ``Idempotency-Key`` are each taken once even
-when an agent fires the same request twice at the same moment.
+Every kernel still enters through ``leaderboard.submissions`` (``check_submission``, then
+``save_submission``: the checks live there); this module wraps them. Checks, compiles included, run
+before any transaction; the saving is serialised on the user's row (``quotas.lock_user``), so a
+quota's last unit and an ``Idempotency-Key`` are each taken once even when an agent fires the same
+request twice at the same moment.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from evaluator.ptx.sourcetext import text_problem
 from leaderboard.api import quotas
 from leaderboard.api.errors import ApiError, from_validation_error, too_large
 from leaderboard.api.serializers import max_source_bytes
+from leaderboard.compile_limits import CompileBusy
 from leaderboard.dispatch import enqueue_on_commit
 from leaderboard.models import (
     ApiToken,
@@ -30,7 +32,7 @@ from leaderboard.models import (
     Submission,
     SubmissionOrigin,
 )
-from leaderboard.submissions import create_submission
+from leaderboard.submissions import CheckedSubmission, check_submission, save_submission
 
 MAX_IDEMPOTENCY_KEY = 255
 
@@ -96,15 +98,21 @@ def previous_answer(user: Any, key: str | None, endpoint: str, fingerprint: str)
     return record
 
 
-def _create(user: Any, token: ApiToken | None, request: SubmitRequest) -> Submission:
-    """Quota, then create_submission, then the origin row; inside the caller's transaction."""
+def check(user: Any, request: SubmitRequest) -> CheckedSubmission:
+    """Every check of a create, the PTX/CUDA build included; outside any transaction."""
     request.precheck()
-    quotas.check(user, [request.quota_request()])
     try:
-        submission = create_submission(user, request.problem, request.language, request.source,
-                                       list(request.gpu_types), request.mode, launch_spec=request.launch_spec)
+        return check_submission(user, request.problem, request.language, request.source,
+                                list(request.gpu_types), request.mode, launch_spec=request.launch_spec)
+    except CompileBusy:
+        raise
     except ValidationError as error:
         raise from_validation_error(error, request.language) from None
+
+
+def _save(user: Any, token: ApiToken | None, checked: CheckedSubmission) -> Submission:
+    """The submission and its origin row; inside the caller's transaction, after the quota check."""
+    submission = save_submission(user, checked)
     agent = token.agent if token is not None else None
     SubmissionOrigin.objects.create(
         submission=submission, token=token, agent_name=agent.name if agent else "",
@@ -113,39 +121,45 @@ def _create(user: Any, token: ApiToken | None, request: SubmitRequest) -> Submis
     return submission
 
 
+def _replayed(user: Any, key: str | None, fingerprint: str) -> Submission | None:
+    record = previous_answer(user, key, "create", fingerprint)
+    return record.submission if record is not None else None
+
+
 def create_one(user: Any, token: ApiToken | None, request: SubmitRequest, key: str | None,
                fingerprint: str) -> tuple[Submission, bool]:
-    """(submission, replayed): a retry with the same key and body returns the original."""
+    """(submission, replayed): a retry with the same key and body returns the original.
+
+    Checked (and compiled) first, with no lock held; then, in one short transaction serialised on
+    the user's row, the idempotency key and the quota are checked again and the rows saved."""
+    earlier = _replayed(user, key, fingerprint)
+    if earlier is not None:
+        return earlier, True
+    quotas.check(user, [request.quota_request()])  # before compiling: a spent quota costs no nvcc run
+    checked = check(user, request)
     with transaction.atomic():
         quotas.lock_user(user)
-        record = previous_answer(user, key, "create", fingerprint)
-        if record is not None and record.submission is not None:
-            return record.submission, True
-        submission = _create(user, token, request)
+        earlier = _replayed(user, key, fingerprint)  # a concurrent retry may have saved it meanwhile
+        if earlier is not None:
+            return earlier, True
+        quotas.check(user, [request.quota_request()])
+        submission = _save(user, token, checked)
         if key is not None:
             IdempotencyRecord.objects.create(user=user, key=key, endpoint="create", request_sha256=fingerprint,
                                              status_code=201, submission=submission)
     return submission, False
 
 
-def create_item(user: Any, token: ApiToken | None, request: SubmitRequest) -> Submission:
-    """One item of a batch, in its own savepoint: one refusal leaves the others standing."""
+def save_item(user: Any, token: ApiToken | None, request: SubmitRequest, checked: CheckedSubmission) -> Submission:
+    """One checked item of a batch, in its own savepoint: one refusal leaves the others standing."""
     with transaction.atomic():
-        return _create(user, token, request)
+        quotas.check(user, [request.quota_request()])
+        return _save(user, token, checked)
 
 
 def dry_run(user: Any, request: SubmitRequest) -> dict[str, Any]:
-    """Every check of a create, nothing saved: create_submission runs inside a transaction that
-    is rolled back (its enqueue-on-commit is dropped with it). Refusals raise like a create."""
-    request.precheck()
-    with transaction.atomic():
-        try:
-            submission = create_submission(user, request.problem, request.language, request.source,
-                                           list(request.gpu_types), request.mode, launch_spec=request.launch_spec)
-        except ValidationError as error:
-            raise from_validation_error(error, request.language) from None
-        evidence = submission.static_evidence
-        transaction.set_rollback(True)
+    """Every check of a create, nothing saved (nothing to roll back: checks write nothing)."""
+    evidence = check(user, request).evidence
     try:
         quotas.check(user, [request.quota_request()])
         quota_note = None

@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 ERROR_CODES: dict[str, tuple[int, str]] = {
     "invalid": (400, "a field is missing or malformed; `field` names it"),
     "malformed_json": (400, "the body is not valid JSON"),
+    "json_too_deep": (400, "the JSON body nests objects and arrays deeper than the limit (`limit`, 32)"),
+    "json_too_many_values": (400, "the JSON body holds more values than the limit (`limit`, 10,000)"),
     "unknown_problem": (400, "no active problem by that name"),
     "unsupported_language": (400, "the problem does not accept this language (or the language is unknown)"),
     "unknown_gpu_type": (400, "a GPU type is unknown, or cannot run this language"),
@@ -53,6 +55,10 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "source_too_large": (413, "the source is over the limit (stated in the message and `limit`)"),
     "unsupported_media_type": (415, "the body is not JSON"),
     "quota_exceeded": (429, "a quota is spent: `Retry-After` says when to retry, `quota` which one"),
+    "login_locked": (429, "too many failed logins from this address or for this user: `Retry-After`"),
+    "rate_limited": (429, "too many requests of this kind: `Retry-After` says when to retry, `limit` how many"),
+    "compile_busy": (429, "your uploads are already compiling (or a batch used its compile time): `Retry-After`"),
+    "site_busy": (503, "the site is compiling as many uploads as it allows at once: `Retry-After`"),
     "server_error": (500, "a bug: nothing was saved; please report it"),
     "service_unavailable": (503, "the database is unreachable; retry later"),
 }
@@ -173,12 +179,25 @@ def as_api_error(exc: Exception) -> ApiError | None:
         return ApiError("not_found", "not found")
     if isinstance(exc, PermissionDenied):
         return ApiError("permission_denied", str(exc) or "permission denied")
+    busy = _compile_refusal(exc)
+    if busy is not None:
+        return busy
     if isinstance(exc, DjangoValidationError):
         return from_validation_error(exc)
     if isinstance(exc, DatabaseError):
         log.exception("database error answered with 503")
         return ApiError("service_unavailable", "the database did not answer; retry later")
     return None
+
+
+def _compile_refusal(exc: Exception) -> ApiError | None:
+    """``compile_limits.CompileBusy`` (a ValidationError with a code and a time to retry)."""
+    code, retry_after = getattr(exc, "code", None), getattr(exc, "retry_after", None)
+    if not isinstance(exc, DjangoValidationError) or code not in ("compile_busy", "site_busy", "rate_limited") \
+            or not isinstance(retry_after, int):
+        return None
+    return ApiError(code, str(getattr(exc, "text", exc)), "source", headers={"Retry-After": str(retry_after)},
+                    retry_after=retry_after)
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:

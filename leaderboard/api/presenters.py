@@ -1,8 +1,9 @@
 """Submissions and evaluations as the API shows them, with feedback an optimiser loop can act on.
 
-Who sees what: the owner (and staff) see the source, the launch spec and the submission's log;
-everyone else sees status, figures and the report without its log (a kernel's stdout may echo
-its source). A passed result that its witness has not confirmed is ``provisional``: shown, never
+Who sees what (leaderboard/audience.py): the owner (and staff) see the source, the launch spec,
+the messages, tracebacks, compiler output and the submission's log; everyone else sees the status,
+an error kind, the failing shape, the figures, and a report stripped of every free-text string
+(a traceback or a compiler diagnostic quotes the source). A passed result that its witness has not confirmed is ``provisional``: shown, never
 ranked; so is a running ranked job's report before its witness (``provisional_report``), which
 its final result replaces. ``not_ranked_reason`` says exactly why a result is not in a ranking.
 """
@@ -14,16 +15,19 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
+from leaderboard.audience import (
+    may_see_details,
+    public_evidence,
+    public_message,
+    public_report,
+    public_summary,
+)
 from leaderboard.models import Evaluation, EvaluationStatus, Mode, Problem, ShapeResult, Submission
 from leaderboard.models.integrity import Withdrawal
 from leaderboard.queues import availability, live_runners_by_queue, queue_position, unserved
 
 S = EvaluationStatus
 WAITING = (S.QUEUED, S.RUNNING)
-
-
-def can_see_private(user: Any, submission: Submission) -> bool:
-    return bool(user and user.is_authenticated and (user.is_staff or user.pk == submission.user_id))
 
 
 def overall_status(statuses: list[str]) -> str:
@@ -56,8 +60,9 @@ def is_provisional(evaluation: Evaluation) -> bool:
     return evaluation.status == S.PASSED and not report.get("witnessed", False)
 
 
-def not_ranked_reason(evaluation: Evaluation) -> str | None:
-    """None when the result is in its ranking; else the exact reason, first one that applies."""
+def not_ranked_reason(evaluation: Evaluation, private: bool = True) -> str | None:
+    """None when the result is in its ranking; else the exact reason, first one that applies. Not
+    ``private``: the report's own message is replaced by the public summary's words."""
     if evaluation.mode != Mode.RANKED:
         return "test mode is never ranked: submit with mode=ranked"
     if evaluation.current_provisional is not None:
@@ -77,7 +82,7 @@ def not_ranked_reason(evaluation: Evaluation) -> str | None:
         return "provisional: " + (_unwitnessed(report) or "not every shape's ranked median was confirmed by its witness")
     if evaluation.flags:
         return "flagged for review: " + "; ".join(str(flag) for flag in evaluation.flags)
-    return report.get("message") or "the evaluator did not mark the result rank-eligible"
+    return (report.get("message") if private else "") or "the evaluator did not mark the result rank-eligible"
 
 
 def withdrawal_of(evaluation: Evaluation) -> Withdrawal | None:
@@ -166,21 +171,25 @@ def _final_shapes(evaluation: Evaluation, report: dict[str, Any]) -> list[dict[s
 
 def evaluation_body(evaluation: Evaluation, private: bool, with_report: bool,
                     served: Counter[str] | None = None) -> dict[str, Any]:
+    """One evaluation as a viewer sees it: ``private`` (owner, staff, a public submission) gets the
+    messages, tracebacks and logs; anyone else the summary built from fixed words (leaderboard/audience.py)."""
     gpu = evaluation.gpu_type
+    report, early = _seen(evaluation.report, private), _seen(evaluation.current_provisional, private)
     body: dict[str, Any] = {
         "id": evaluation.pk, "submission_id": evaluation.submission_id, "label": evaluation_label(evaluation),
         "gpu_type": gpu.key, "development_device": gpu.development_device, "mode": evaluation.mode,
         "run_number": evaluation.run_number, "status": evaluation.status,
-        "evaluator_status": evaluation.evaluator_status, "message": evaluation.message,
+        "evaluator_status": evaluation.evaluator_status, "message": _message(evaluation, private),
+        **public_summary(evaluation.status, evaluation.evaluator_status, evaluation.message, evaluation.report),
+        "details": "shown" if private else "owner only",
         "queue_position": queue_position(evaluation), "runners_online": None, "queued_at": evaluation.queued_at,
         "started_at": evaluation.started_at, "finished_at": evaluation.finished_at,
         "score": evaluation.score, "rank_eligible": evaluation.rank_eligible,
-        "provisional": is_provisional(evaluation), "not_ranked_reason": not_ranked_reason(evaluation),
+        "provisional": is_provisional(evaluation), "not_ranked_reason": not_ranked_reason(evaluation, private),
         "features_met": evaluation.features_met, "flags": evaluation.flags,
     }
     if evaluation.status == S.QUEUED:
         body["runners_online"] = availability(gpu.key, evaluation.submission.problem.world_size, served).runners
-    report, early = evaluation.report, evaluation.current_provisional
     body.update(provisional_at=evaluation.provisional_at if early else None,
                 provisional_score=(early or {}).get("problem_score"))
     if early is not None:
@@ -189,8 +198,7 @@ def evaluation_body(evaluation: Evaluation, private: bool, with_report: bool,
     else:
         body["shapes"] = _final_shapes(evaluation, report or {})
     if with_report:
-        body["report"] = _visible(report, private)
-        body["provisional_report"] = _visible(early, private)
+        body["report"], body["provisional_report"] = report, early
     return body
 
 
@@ -214,9 +222,15 @@ def availability_warnings(problem_name: str, gpu_keys: list[str]) -> list[dict[s
     return [no_runner_warning(found.gpu_type) for found in unserved(gpu_keys, problem.world_size)]
 
 
-def _visible(report: dict[str, Any] | None, private: bool) -> dict[str, Any] | None:
-    """The report as this viewer may see it: without the submission's log unless private."""
-    return report if private or report is None else {**report, "log": ""}
+def _message(evaluation: Evaluation, private: bool) -> str:
+    if private:
+        return evaluation.message
+    return public_message(evaluation.status, evaluation.evaluator_status, evaluation.message, evaluation.report)
+
+
+def _seen(report: dict[str, Any] | None, private: bool) -> dict[str, Any] | None:
+    """The report as this viewer may see it (``audience.public_report`` unless private)."""
+    return report if private else public_report(report)
 
 
 def agent_of(submission: Submission) -> dict[str, str] | None:
@@ -227,7 +241,7 @@ def agent_of(submission: Submission) -> dict[str, str] | None:
 
 
 def submission_body(submission: Submission, viewer: Any, with_report: bool = True) -> dict[str, Any]:
-    private = can_see_private(viewer, submission) or submission.public
+    private = may_see_details(viewer, submission)
     evaluations = list(submission.evaluations.select_related("gpu_type")
                        .prefetch_related("shape_results__shape").order_by("id"))
     served = live_runners_by_queue() if any(e.status == S.QUEUED for e in evaluations) else Counter()
@@ -239,7 +253,7 @@ def submission_body(submission: Submission, viewer: Any, with_report: bool = Tru
         "state": state_token([(evaluation.pk, evaluation_state(evaluation.status, evaluation.provisional_at,
                                                                evaluation.started_at))
                               for evaluation in evaluations]),
-        "static_evidence": submission.static_evidence,
+        "static_evidence": submission.static_evidence if private else public_evidence(submission.static_evidence),
         "evaluations": [evaluation_body(evaluation, private, with_report, served) for evaluation in evaluations],
     }
     body["warnings"] = runner_warnings(body["evaluations"])

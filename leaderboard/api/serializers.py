@@ -13,6 +13,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from evaluator.vocabulary import DEFAULT_MODE
+from leaderboard.api.webhooks import RefusedCallback, check_callback_url
 from leaderboard.models import Language, Mode
 
 MAX_BATCH = 16
@@ -100,8 +101,12 @@ class TokenCreateSerializer(serializers.Serializer):
     callback_url = StrictURLField(max_length=500, required=False, allow_blank=True, default="")
 
     def validate_callback_url(self, value: str) -> str:
-        if value and not value.lower().startswith(("http://", "https://")):
-            raise serializers.ValidationError("the callback URL must be http:// or https://")
+        """Checked now as at every delivery: a URL into the site's own network is refused here."""
+        if value:
+            try:
+                check_callback_url(value)
+            except RefusedCallback as error:
+                raise serializers.ValidationError(str(error)) from None
         return value
 
 

@@ -7,20 +7,21 @@ from typing import Any
 
 from django.conf import settings
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework.authentication import BasicAuthentication
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from leaderboard.api import quotas
 from leaderboard.api import serializers as s
-from leaderboard.api.auth import API_AUTHENTICATION
+from leaderboard.api.auth import API_AUTHENTICATION, PasswordAuthentication
 from leaderboard.api.errors import ApiError
 from leaderboard.api.views_submissions import ERRORS, ApiView
 from leaderboard.models import ApiToken
 from leaderboard.models.tokens import AgentInfo, issue_token, revoke_token, tokens_of
+from leaderboard.throttling import RateLimit
 
 API_VERSION = "1"
+TOKEN_CREATION = RateLimit("token-creation", "SOLBOARD_TOKENS_PER_HOUR", 3600)
 
 
 def token_body(token: ApiToken) -> dict[str, Any]:
@@ -32,7 +33,7 @@ def token_body(token: ApiToken) -> dict[str, Any]:
 
 class TokenListCreateView(ApiView):
     # Basic auth here only: `solboard login` trades a username and password for a token once.
-    authentication_classes = (*API_AUTHENTICATION, BasicAuthentication)
+    authentication_classes = (*API_AUTHENTICATION, PasswordAuthentication)
 
     @extend_schema(responses={200: s.TokenSerializer(many=True), **ERRORS}, summary="Your active API tokens")
     def get(self, request: Request) -> Response:
@@ -45,6 +46,7 @@ class TokenListCreateView(ApiView):
         serializer = s.TokenCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
+        TOKEN_CREATION.charge(request.user.pk)
         agent = AgentInfo(data["agent_name"], data["agent_model"], data["agent_version"])
         token, plain = issue_token(request.user, name=data["name"], agent=agent, callback_url=data["callback_url"])
         return Response({**token_body(token), "token": plain, "webhook_secret": token.webhook_secret}, status=201)

@@ -5,27 +5,27 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.db import transaction
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.encoders import JSONEncoder
 from rest_framework.views import APIView
 
-from leaderboard.api import creation
+from leaderboard.api import batch, creation
 from leaderboard.api import serializers as s
 from leaderboard.api.auth import API_AUTHENTICATION
-from leaderboard.api.errors import ApiError, as_api_error
+from leaderboard.api.errors import ApiError
+from leaderboard.api.parsers import BoundedJSONParser
 from leaderboard.api.presenters import availability_warnings, submission_body, submission_summary
 from leaderboard.dispatch import CancelNotAllowed, cancel_evaluation
 from leaderboard.models import EvaluationStatus, Submission
 
 ERRORS = {code: OpenApiResponse(s.ErrorSerializer, description=text) for code, text in {
     400: "invalid request (code says which check)", 401: "no or bad token", 404: "not found",
-    409: "conflict", 413: "too large (limit stated)", 429: "quota spent (Retry-After)"}.items()}
+    409: "conflict", 413: "too large (limit stated)", 429: "quota or rate spent, or compiling (Retry-After)",
+    503: "the site compiles as many uploads as it allows (Retry-After)"}.items()}
 IDEMPOTENCY = OpenApiParameter("Idempotency-Key", {"type": "string", "minLength": 1, "maxLength": 255,
                                                    "pattern": r"^\S.*$"}, OpenApiParameter.HEADER, required=False,
                                description="A retry with the same key and body returns the original answer; "
@@ -46,7 +46,7 @@ SINCE = OpenApiParameter("since", str, OpenApiParameter.QUERY, required=False,
 class ApiView(APIView):
     authentication_classes: tuple[type, ...] = API_AUTHENTICATION
     permission_classes = (IsAuthenticated,)
-    parser_classes = (JSONParser,)
+    parser_classes = (BoundedJSONParser,)
 
 
 def submission_for(request: Request, pk: int, owner_only: bool = False) -> Submission:
@@ -122,33 +122,10 @@ class SubmissionBatchView(ApiView):
             raise ApiError("batch_too_large", f"a batch holds at most {s.MAX_BATCH} submissions, not {len(items)}",
                            "submissions", limit=s.MAX_BATCH)
         key = creation.check_idempotency_key(request.headers.get("Idempotency-Key"))
-        fingerprint = creation.request_fingerprint(request.data)
-        with transaction.atomic():
-            creation.quotas.lock_user(request.user)
-            record = creation.previous_answer(request.user, key, "batch", fingerprint)
-            if record is not None:
-                return Response(record.response, headers={"Idempotent-Replayed": "true"})
-            body = {"results": [self._one(request, index, item) for index, item in enumerate(items)]}
-            if key is not None:
-                creation.IdempotencyRecord.objects.create(user=request.user, key=key, endpoint="batch",
-                                                          request_sha256=fingerprint, status_code=200,
-                                                          response=body)
-        return Response(body)
-
-    @staticmethod
-    def _one(request: Request, index: int, item: dict[str, Any]) -> dict[str, Any]:
-        serializer = s.SubmitSerializer(data=item)
-        try:
-            serializer.is_valid(raise_exception=True)
-            submission = creation.create_item(request.user, request.auth,
-                                              creation.SubmitRequest.from_validated(serializer.validated_data))
-        except Exception as exc:  # each item answers for itself; a bug still surfaces as a 500
-            error = as_api_error(exc)
-            if error is None:
-                raise
-            return {"index": index, "ok": False, "error": error.body()["error"]}
-        body = submission_body(submission, request.user)
-        return {"index": index, "ok": True, "submission": _jsonable(body)}
+        body, replayed = batch.create_batch(request.user, request.auth, items, key,
+                                            creation.request_fingerprint(request.data),
+                                            lambda submission: _jsonable(submission_body(submission, request.user)))
+        return Response(body, headers={"Idempotent-Replayed": "true"} if replayed else None)
 
 
 def _jsonable(body: dict[str, Any]) -> dict[str, Any]:
@@ -162,6 +139,7 @@ class SubmissionValidateView(ApiView):
     def post(self, request: Request) -> Response:
         serializer = s.SubmitSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        batch.CHECKS.charge(request.user.pk)
         submit = creation.SubmitRequest.from_validated(serializer.validated_data)
         answer = creation.dry_run(request.user, submit)
         return Response({**answer, "warnings": availability_warnings(submit.problem, list(submit.gpu_types))})

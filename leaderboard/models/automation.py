@@ -65,6 +65,9 @@ class WebhookDelivery(models.Model):
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
     attempts = models.PositiveSmallIntegerField(default=0)
     next_attempt_at = models.DateTimeField(default=timezone.now)
+    # Set while one sender's POST is in flight (claimed without holding a transaction open across the
+    # network); a sender that died leaves it to expire, then the delivery is due again.
+    sending_until = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
     response_status = models.PositiveSmallIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)

@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
+from leaderboard.audience import public_message
 from leaderboard.dispatch.enqueue import pending_counts
 from leaderboard.models import (
     Evaluation,
@@ -104,4 +105,8 @@ def integrity_entries() -> list[Evaluation]:
 
 @require_GET
 def integrity_log(request: HttpRequest) -> HttpResponse:
-    return render(request, "web/integrity.html", {"entries": integrity_entries()})
+    entries = integrity_entries()
+    for entry in entries:  # a public page: a private submission's rejection in fixed words (audience.py)
+        entry.reason = entry.message if entry.submission.public else public_message(
+            entry.status, entry.evaluator_status, entry.message, None)
+    return render(request, "web/integrity.html", {"entries": entries})

@@ -19,6 +19,14 @@ from django.utils import timezone
 
 from evaluator.ptx.evidence import missing_reason
 from evaluator.report import FeatureEvidence
+from leaderboard.audience import (
+    may_see_details,
+    public_evidence,
+    public_message,
+    public_reason,
+    public_report,
+    public_shape_message,
+)
 from leaderboard.dispatch.enqueue import max_inflight_per_user
 from leaderboard.models import (
     TERMINAL_STATUSES,
@@ -41,10 +49,9 @@ WAIT_SAMPLE = 20
 
 
 def visible_source(submission: Submission, user: Any) -> bool:
-    """The source (and what echoes it: logs, compiler output) is its owner's until made public.
-
-    Staff see it too: operators review suspected cheating."""
-    return submission.public or user.is_staff or (user.is_authenticated and user.pk == submission.user_id)
+    """The source (and what echoes it: logs, compiler output, tracebacks) is its owner's until made
+    public (leaderboard/audience.py). Staff see it too: operators review suspected cheating."""
+    return may_see_details(user, submission)
 
 
 def may_act(submission: Submission, user: Any) -> bool:
@@ -64,8 +71,9 @@ def load_submission(pk: int) -> Submission | None:
 # ---------------------------------------------------------------- not ranked: why
 
 
-def not_ranked_reason(evaluation: Evaluation) -> str:
-    """The precise reason a finished evaluation is not on the rankings ('' when it is eligible)."""
+def not_ranked_reason(evaluation: Evaluation, details: bool = True) -> str:
+    """The precise reason a finished evaluation is not on the rankings ('' when it is eligible);
+    without ``details`` a failure's message is the public summary's words."""
     withdrawal = getattr(evaluation, "withdrawal", None)
     if withdrawal is not None:
         return (f"withdrawn from the rankings by an operator on {withdrawal.withdrawn_at:%Y-%m-%d %H:%M} UTC: "
@@ -75,7 +83,7 @@ def not_ranked_reason(evaluation: Evaluation) -> str:
     report = evaluation.report or {}
     reasons = [
         (evaluation.mode == Mode.TEST, "a test run: only ranked mode ranks (re-submit in ranked mode)"),
-        (evaluation.status != S.PASSED, _failure_reason(evaluation)),
+        (evaluation.status != S.PASSED, _failure_reason(evaluation, details)),
         (bool(evaluation.flags), "flagged for review: " + "; ".join(str(flag) for flag in evaluation.flags)),
         (not report.get("witnessed", False) and not evaluation.gpu_type.development_device,
          "provisional: the timing has not been confirmed by a witness yet"),
@@ -87,12 +95,13 @@ def not_ranked_reason(evaluation: Evaluation) -> str:
     return "not eligible according to the evaluator's report"
 
 
-def _failure_reason(evaluation: Evaluation) -> str:
+def _failure_reason(evaluation: Evaluation, details: bool) -> str:
     words = {S.FAILED: "incorrect", S.ERROR: "did not compile or run", S.TIMEOUT: "ran out of time",
              S.REJECTED: "rejected by an anti-cheat check", S.CANCELLED: "cancelled"}
     what = words.get(evaluation.status, evaluation.status)  # type: ignore[call-overload]
     detail = evaluation.evaluator_status or ""
-    message = evaluation.message.strip().splitlines()[0] if evaluation.message.strip() else ""
+    text = evaluation.message if details else _public_reason(evaluation)
+    message = text.strip().splitlines()[0] if text.strip() else ""
     return f"{what}{f' ({detail})' if detail else ''}{f': {message}' if message else ''}"
 
 
@@ -158,9 +167,20 @@ def _estimated_wait(evaluation: Evaluation, position: int) -> timedelta | None:
 # ---------------------------------------------------------------- per shape
 
 
+def _public_text(evaluation: Evaluation) -> str:
+    return public_message(evaluation.status, evaluation.evaluator_status, evaluation.message, evaluation.report)
+
+
+def _public_reason(evaluation: Evaluation) -> str:
+    return public_reason(evaluation.status, evaluation.evaluator_status, evaluation.message, evaluation.report)
+
+
 @dataclass
 class ShapeView:
     result: ShapeResult
+    #: The shape's message and profile as this viewer may see them (audience.py).
+    message: str = ""
+    profile: dict[str, Any] | None = None
     bound: str | None = None
     witness: dict[str, Any] | None = None
     worst: list[dict[str, Any]] = field(default_factory=list)
@@ -172,16 +192,19 @@ class ShapeView:
     sol_fraction_calibrated: float | None = None
 
 
-def shape_views(evaluation: Evaluation) -> list[ShapeView]:
-    """Each shape result with what only the report JSON holds (bound, witness) and its worst elements."""
+def shape_views(evaluation: Evaluation, details: bool = True) -> list[ShapeView]:
+    """Each shape result with what only the report JSON holds (bound, witness) and its worst elements;
+    without ``details`` its message and profile lose every free-text string (audience.py)."""
     reported = {item.get("shape_id"): item for item in (evaluation.report or {}).get("shapes", [])}
     views = []
     for result in evaluation.shape_results.all():
         item = reported.get(result.shape.shape_id, {})
         counts = counts_of(result.shape)
         sol, timing = item.get("sol") or {}, item.get("timing") or {}
+        message = result.message if details else public_shape_message(result.status, result.message)
+        profile = result.profile if details else (public_report({"profile": result.profile}) or {}).get("profile")
         views.append(ShapeView(
-            result, bound=sol.get("bound"), witness=item.get("witness"),
+            result, message, profile, bound=sol.get("bound"), witness=item.get("witness"),
             worst=_worst_elements(result.errors),
             intensity=counts.total_flops / counts.bytes if counts.bytes else None,
             rank_medians_us=[float(value) for value in timing.get("rank_median_us") or []
@@ -232,14 +255,19 @@ class EvaluationView:
     report: dict[str, Any]
     #: While running: the provisional report (before the witness), shown until the final one comes.
     provisional: dict[str, Any] | None = None
+    #: The evaluation's message as this viewer may see it (audience.py).
+    message: str = ""
 
 
-def evaluation_view(evaluation: Evaluation, submission: Submission) -> EvaluationView:
-    views = shape_views(evaluation)
+def evaluation_view(evaluation: Evaluation, submission: Submission, details: bool = True) -> EvaluationView:
+    """``details``: the viewer may read messages, tracebacks and logs (``visible_source``)."""
+    views = shape_views(evaluation, details)
+    report, early = evaluation.report or {}, evaluation.current_provisional
     return EvaluationView(
         evaluation, live_state(evaluation), views, roofline(evaluation, views),
-        not_ranked_reason(evaluation) if evaluation.is_terminal else "",
-        features_note(evaluation, submission), evaluation.report or {}, evaluation.current_provisional,
+        not_ranked_reason(evaluation, details) if evaluation.is_terminal else "",
+        features_note(evaluation, submission), report if details else public_report(report) or {},
+        early if details else public_report(early), evaluation.message if details else _public_text(evaluation),
     )
 
 
@@ -249,10 +277,12 @@ def provisional_ids(evaluations: Iterable[Evaluation]) -> str:
     return ",".join(str(evaluation.pk) for evaluation in evaluations if evaluation.current_provisional is not None)
 
 
-def static_kernels(submission: Submission) -> list[dict[str, Any]]:
-    """ptxas's registers, spills and shared memory per target and kernel (PTX/CUDA uploads)."""
+def static_kernels(submission: Submission, details: bool = True) -> list[dict[str, Any]]:
+    """ptxas's registers, spills and shared memory per target and kernel (PTX/CUDA uploads); the
+    kernels' names (the source's) only with ``details``."""
     rows = []
-    for arch, found in (submission.static_evidence or {}).get("archs", {}).items():
+    evidence = submission.static_evidence if details else public_evidence(submission.static_evidence)
+    for arch, found in (evidence or {}).get("archs", {}).items():
         for kernel in found.get("kernels", []):
             rows.append({"arch": arch, **kernel})
     return rows

@@ -19,7 +19,8 @@ __all__ = ["catalogue"]  # a fixture used by name
 REPO = Path(__file__).resolve().parents[2]
 #: Files under tests/fixtures that are not submissions: the import fixtures' references, tasks and
 #: helpers, and the fixture that exists to lack a kernel.
-NOT_SUBMISSIONS = ("/import/", "no_kernel.py")
+# Scripts the jail tests run directly (not submissions), importer inputs, the deliberate no-kernel file.
+NOT_SUBMISSIONS = ("/import/", "no_kernel.py", "keyring_plant.py")
 
 
 @pytest.mark.parametrize("source", [

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
+from django.conf import settings
+from django.contrib.staticfiles import finders
 from django.test import Client
 from django.urls import reverse
 
@@ -45,6 +48,18 @@ def test_the_home_page_lists_the_synced_problems(client: Client, problems: dict[
 def test_the_api_schema_and_docs_are_served(client: Client) -> None:
     assert client.get("/api/schema/").status_code == 200
     assert client.get("/api/docs/").status_code == 200
+
+
+def test_the_api_docs_load_every_asset_from_the_site_itself(client: Client) -> None:
+    """Swagger UI works without the internet: no CDN, every script, style and icon is one of the
+    site's static files."""
+    page = client.get("/api/docs/").content.decode()
+    assets = re.findall(r'(?:src|href)="([^"]+)"', page)
+    assert any(url.endswith("swagger-ui-bundle.js") for url in assets), assets
+    static = "/" + settings.STATIC_URL.lstrip("/")
+    for url in assets:
+        assert url.startswith(static), f"{url} is not served by the site"
+        assert finders.find(url.removeprefix(static)), f"{url} is not among the static files"
 
 
 def test_every_admin_list_and_change_page_opens_for_an_operator(

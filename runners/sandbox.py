@@ -318,9 +318,10 @@ class Running:
         self._read_to = end
         return lines
 
-    def write_stdin(self, data: bytes) -> None:
-        """Give the command its input and close its stdin (once)."""
-        _feed_stdin(self.child, data)
+    def write_stdin(self, data: bytes, close: bool = True) -> None:
+        """Give the command its input and close its stdin (once); ``close`` false keeps it open for
+        more (a warm spare reads the word to warm up first, its job later)."""
+        _feed_stdin(self.child, data, close)
 
     def wait(self, deadline: float, cancel_requested: Callable[[], bool],
              on_line: Callable[[bytes], None] | None = None) -> Result:
@@ -376,12 +377,15 @@ def _exit_code(jail: dict[str, Any], child: subprocess.Popen[bytes]) -> int:
     return child.returncode if child.returncode is not None else -signal.SIGKILL
 
 
-def _feed_stdin(child: subprocess.Popen[bytes], data: bytes) -> None:
+def _feed_stdin(child: subprocess.Popen[bytes], data: bytes, close: bool = True) -> None:
     if child.stdin is None or child.stdin.closed:
         return
     try:
         child.stdin.write(data)
-        child.stdin.close()
+        if close:
+            child.stdin.close()
+        else:
+            child.stdin.flush()
     except (BrokenPipeError, OSError):
         pass  # the child exited (or closed stdin) before reading: its exit status says why
 

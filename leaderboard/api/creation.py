@@ -99,7 +99,7 @@ def previous_answer(user: Any, key: str | None, endpoint: str, fingerprint: str)
 def _create(user: Any, token: ApiToken | None, request: SubmitRequest) -> Submission:
     """Quota, then create_submission, then the origin row; inside the caller's transaction."""
     request.precheck()
-    quotas.check(user, [request.quota_request()])
+    quotas.check(user, [request.quota_request()], token)
     try:
         submission = create_submission(user, request.problem, request.language, request.source,
                                        list(request.gpu_types), request.mode, launch_spec=request.launch_spec)

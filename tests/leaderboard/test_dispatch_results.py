@@ -110,6 +110,8 @@ def test_a_completed_cpu_report_is_stored_with_a_development_score(evaluation: E
     assert evaluation.status == "passed" and evaluation.rank_eligible
     assert evaluation.score == pytest.approx(expected ** (1 / len(shapes)))
     assert evaluation.shape_results.count() == len(shapes) and evaluation.runner.name == RUNNER
+    # No GPU hold in this result: the GPU time is the site's own wall time, job_started -> result.
+    assert evaluation.gpu_seconds is not None and 0 <= evaluation.gpu_seconds < 5
 
 
 def test_the_same_result_delivered_twice_is_recorded_once(evaluation: Evaluation, cpu_report: dict[str, Any]) -> None:

@@ -233,7 +233,10 @@ def _run_in_spare(job: Job, ctx: Context, cancel_reason: Callable[[], str | None
         return _result(job, ctx, "sandbox_error", f"the warm spare could not take the job: {error}")
     if spare_not_ready(result):
         return None
-    return to_job_result(job, ctx, result, cancel_reason(), timeline)
+    answer = to_job_result(job, ctx, result, cancel_reason(), timeline)
+    if answer.report is not None:
+        answer.report.sandbox["warm_spare_id"] = spare.ident
+    return answer
 
 
 def spare_not_ready(result: sandbox.Result) -> bool:

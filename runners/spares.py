@@ -128,6 +128,8 @@ class Spare:
     used: bool = False
     #: Set once its processes were waited for and cleaned up (after its job, or discarded).
     ended: bool = False
+    #: A name for it alone, put in its job's report (``sandbox.warm_spare_id``): one spare, one job.
+    ident: str = field(default_factory=lambda: secrets.token_hex(6))
 
     @classmethod
     def start(cls, ctx: execute.Context) -> Spare:

@@ -60,13 +60,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from evaluator.harness import process_tree
-    from evaluator.harness.judge import not_dumpable
     from evaluator.harness.warm import SpareFailed, stage, warm_device
 
     # As ``run``: this process exists for one job; no process of the job may read its memory, and
-    # orphans of its children come back to it.
+    # orphans of its children come back to it. (Nothing here imports torch yet: the child starts
+    # first and imports its own while the judge imports the judge's, ``warm.stage``.)
     process_tree.own_process_tree()
-    not_dumpable()
+    process_tree.not_dumpable()
     process_tree.become_subreaper()
     try:
         warm = stage(args.device, args.start_limit)

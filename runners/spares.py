@@ -67,6 +67,9 @@ DEPTH_VARIABLE = "SOLBOARD_RUNNER_SPARE_DEPTH"
 #: the rest of it; with two, each has two jobs' time. One on the CPU development device, whose
 #: few cores the staging imports would otherwise crowd.
 DEFAULT_DEPTH = {"cuda": 2, "cpu": 1}
+#: A staged spare's niceness, when the runner is root (it can set it back to 0 before the warm-up):
+#: beside a running job it takes only the CPU time the job leaves idle.
+STAGING_NICE = 19
 #: The line that tells a staged spare to make its contexts (``evaluator/commands/spare_cmd.py``).
 WARM_LINE = json.dumps({"warm": True}).encode() + b"\n"
 
@@ -143,7 +146,7 @@ class Spare:
         try:
             running = sandbox.start(sandbox.Spec(argv=argv, env=execute.job_env(ctx, scratch.path, marker),
                                                  limits=limits, user=user, hide=execute.hidden_state(ctx),
-                                                 slot=ctx.slot.key),
+                                                 slot=ctx.slot.key, nice=STAGING_NICE if user is not None else 0),
                                     scratch.path)
         except BaseException:
             scratch.__exit__()
@@ -206,6 +209,7 @@ class Spare:
             raise sandbox.SandboxError(f"this spare cannot warm up: {self.problem or 'not staged, or warming'}")
         self.locks, self.warmed_by_job = locks, by_job
         self.warm_sent_at = time.monotonic()
+        procs.renice(self.tree(), 0)  # its contexts, and then its job, at the job's priority
         self.running.write_stdin(WARM_LINE, close=False)
 
     def wait_for(self, condition: Callable[[], bool], limit_s: float, what: str) -> None:

@@ -164,8 +164,11 @@ def test_a_spare_stages_while_a_job_holds_the_slots_gpus_and_warms_only_after(ct
             time.sleep(1.0)
             spare = keeper.spare()
             assert spare is not None and spare.staged and spare.warm_sent_at is None and not spare.ready
+            staged_nice = {procs.niceness(pid) for pid in spare.tree()} - {None}
         warmed = ready_spare(keeper)
         assert warmed is spare and keeper.started == 1 and not warmed.warmed_by_job
+        if ctx.users is not None:  # as root: staged at the lowest CPU priority, warmed at the job's
+            assert 19 in staged_nice and {procs.niceness(pid) for pid in warmed.tree()} - {None} == {0}
     finally:
         keeper.stop()
 

@@ -150,9 +150,10 @@ def test_a_report_for_another_problem_is_an_error(evaluation: Evaluation, cpu_re
 def test_a_terminal_status_never_changes(evaluation: Evaluation, cpu_report: dict[str, Any], alice: Any) -> None:
     started(evaluation)
     assert dispatch.cancel_evaluation(evaluation, alice)
-    assert dispatch.store_result(completed(evaluation, cpu_report)) == "ignored: already cancelled"
+    # The result changes nothing of the cancelled evaluation but the GPU time its job used.
+    assert dispatch.store_result(completed(evaluation, cpu_report)) == "ignored: already cancelled; GPU time recorded"
     evaluation.refresh_from_db()
-    assert evaluation.status == "cancelled"
+    assert evaluation.status == "cancelled" and evaluation.report is None and evaluation.gpu_seconds is not None
 
 
 def test_a_runner_error_requeues_on_a_new_job_id_until_the_attempts_are_spent(evaluation: Evaluation) -> None:

@@ -105,9 +105,13 @@ def latency_table(samples: list[dict[str, Any]]) -> dict[str, Any]:
     return {key: percentiles([s[key] for s in samples if isinstance(s.get(key), (int, float))]) for key in LATENCIES}
 
 
+BETWEEN_JOBS = "spares' device warm-up before their job's receipt (GPU locks held, on no job's clock)"
+
+
 def where_time_goes(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """Seconds per part over every job (receipt -> stored), and each part's share of them."""
-    parts: dict[str, float] = {"waiting for the spare (receipt -> hand-over)": 0.0}
+    """Seconds per part over every job (receipt -> stored), and each part's share of them; plus the
+    device warm-ups of spares that the job before warmed (between the two jobs, on nobody's clock)."""
+    parts: dict[str, float] = {"waiting for the spare (receipt -> hand-over)": 0.0, BETWEEN_JOBS: 0.0}
     for name in PHASE_GROUPS:
         parts[name] = 0.0
     parts.update({"final report -> judge's exit and clean-up": 0.0, "exit -> stored (delivery, site)": 0.0,
@@ -129,6 +133,9 @@ def where_time_goes(samples: list[dict[str, Any]]) -> dict[str, Any]:
             parts["exit -> stored (delivery, site)"] += s["exit_to_stored_s"]
             known += span - s["receipt_to_final_s"]
         parts["other (judge's bookkeeping, stream)"] += max(span - known, 0.0)
+        if not phases.get("runner.spare_warmed_by_job") and "runner.spare_warm" in phases:
+            parts[BETWEEN_JOBS] += phases["runner.spare_warm"]
+            total += phases["runner.spare_warm"]
     return {"jobs_seconds": round(total, 3),
             "parts": {name: {"seconds": round(value, 3), "share": round(value / total, 4) if total else None}
                       for name, value in sorted(parts.items(), key=lambda item: -item[1])}}
@@ -171,6 +178,7 @@ def back_to_back_summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
              ("receipt_to_hand_over_s", "receipt_to_provisional_s", "receipt_to_final_s", "receipt_to_stored_s",
               "final_over_provisional", "submit_to_provisional_s", "submit_to_stored_s", "witnessed",
               "witness_gpu_processes")},
+             "spare_warm_s": s["phase_seconds"].get("runner.spare_warm"),
              "spare_warmed_by_job": s["phase_seconds"].get("runner.spare_warmed_by_job")}
             for index, s in enumerate(ordered)]
     last = rows[-1] if rows else {}

@@ -20,11 +20,12 @@ def line(values: dict[str, Any] | None, key: str = "p50") -> str:
 
 def back_to_back(case: dict[str, Any]) -> list[str]:
     summary = case["summary"]
-    out = ["### Back to back", "", "| # | receipt -> hand-over | -> provisional | -> witnessed | ratio | spare warmed by the job |",
-           "|---|---|---|---|---|---|"]
+    out = ["### Back to back", "", ("| # | receipt -> hand-over | -> provisional | -> witnessed | ratio | "
+           "its spare's warm-up | warmed by the job |"), "|---|---|---|---|---|---|---|"]
     for row in summary["per_submission"]:
         out.append(f"| {row['index']} | {row['receipt_to_hand_over_s']} | {row['receipt_to_provisional_s']} | "
-                   f"{row['receipt_to_final_s']} | {row['final_over_provisional']} | {row['spare_warmed_by_job']} |")
+                   f"{row['receipt_to_final_s']} | {row['final_over_provisional']} | {row.get('spare_warm_s')} | "
+                   f"{row['spare_warmed_by_job']} |")
     out += ["", f"targets: `{json.dumps(summary['targets'])}`", ""]
     return out
 

@@ -18,7 +18,7 @@
 #         ranked shapes x 10 each): wall time, latency percentiles, GPU busy fraction, where the
 #         time goes; then, if time is left, the disturbance check on gemm_bf16's ranked shapes.
 #
-# A dry run on a machine without a GPU: FF_DEVICE=cpu bash benchmarks/agent_loops_h200.sh 1
+# A dry run on a machine without a GPU: FF_DEVICE=cpu B2B=3 FAIR=2 RUNS=1 bash benchmarks/agent_loops_h200.sh 1
 set -u
 OUT=${OUT:?set OUT}
 PART=${1:-1}
@@ -53,11 +53,12 @@ disturbance() {  # disturbance PROBLEM SHAPES RUNS: only with the cluster stoppe
     echo "disturbance $1 rc=$?"
 }
 
+# Sizes (smaller for a dry run): B2B, FAIR (per token), LOOP, RUNS (disturbance jobs per condition).
 case "$PART" in
-1) RESERVE_S=170 loops part1 b2b,fair --b2b 10 --fair 8
-   disturbance vector_add all 3 ;;
-2) RESERVE_S=130 loops part2 loop --loop 50
-   disturbance gemm_bf16 ranked 2 ;;
+1) RESERVE_S=170 loops part1 b2b,fair --b2b "${B2B:-10}" --fair "${FAIR:-8}"
+   disturbance vector_add all "${RUNS:-3}" ;;
+2) RESERVE_S=130 loops part2 loop --loop "${LOOP:-50}"
+   disturbance gemm_bf16 ranked "${RUNS:-2}" ;;
 *) echo "unknown part $PART"; exit 2 ;;
 esac
 [ -n "${REDIS_PID:-}" ] && kill "$REDIS_PID"

@@ -1,8 +1,9 @@
 """The warm spares of one slot, kept by a thread of the slot's worker (``runners/spares.py``).
 
 The keeper keeps up to ``depth`` spares started, oldest first. Only the oldest may be warm or
-warming (it serves the next job); the others stay staged, touching no device, so they may start
-while a job runs on the slot's GPUs. The oldest is told to warm up:
+warming (it serves the next job); the others stay staged, touching no device, so on a GPU they
+start while a job runs on the slot (``beside_jobs``; not on the CPU device, whose timing is the
+host's). The oldest is told to warm up:
 
 - by the keeper's thread when the slot is idle and it can take the slot's GPU locks without
   waiting (a job running or waiting on those GPUs goes first); it holds them until it is ready;
@@ -30,6 +31,7 @@ from runners.spares import (
     SPARE_TAKE_WAIT_S,
     Spare,
     depth,
+    stages_beside_jobs,
 )
 from solboard_common.protocol import Job
 
@@ -38,12 +40,15 @@ log = logging.getLogger(__name__)
 
 class SpareKeeper:
     def __init__(self, ctx: execute.Context, may_start: Callable[[], bool] = lambda: True,
-                 before_first: Callable[[], None] = lambda: None, spares: int | None = None) -> None:
+                 before_first: Callable[[], None] = lambda: None, spares: int | None = None,
+                 beside_jobs: bool | None = None) -> None:
         self.ctx = ctx
         self.may_start = may_start
         #: Run once before the first spare: leftovers of a worker that died run as the job user.
         self.before_first = before_first
         self.depth = spares if spares is not None else depth(ctx.slot)
+        #: Whether it starts spares (staging only) while a job of the slot runs.
+        self.beside_jobs = beside_jobs if beside_jobs is not None else stages_beside_jobs(ctx.slot)
         self._first = True
         self._cond = threading.Condition()
         #: Oldest first: the first is the next to serve, and the only one that may warm up.
@@ -187,7 +192,8 @@ class SpareKeeper:
                 self._backoff()
         if not self._busy and self._spares:
             self._warm_when_idle(self._spares[0])
-        if len(self._spares) < self.depth and time.monotonic() >= self._next_try and self.may_start():
+        may_stage = not self._busy or self.beside_jobs
+        if len(self._spares) < self.depth and may_stage and time.monotonic() >= self._next_try and self.may_start():
             if self._first:
                 self.before_first()
                 self._first = False

@@ -80,6 +80,16 @@ def enabled() -> bool:
     return env_bool(SPARES_VARIABLE, True)
 
 
+#: Whether a slot starts spares while one of its jobs runs: on a GPU (the timed work is the
+#: device's; staging makes no CUDA call), not on the CPU device, whose timed work is the host's own
+#: (staging beside a job lengthened its CPU-timed stages by 40-45% on a 2-core machine).
+BESIDE_VARIABLE = "SOLBOARD_RUNNER_STAGE_BESIDE_JOBS"
+
+
+def stages_beside_jobs(slot: Any) -> bool:
+    return env_bool(BESIDE_VARIABLE, str(slot.device) == "cuda")
+
+
 def depth(slot: Any) -> int:
     """Spares a slot keeps started: ``SOLBOARD_RUNNER_SPARE_DEPTH``, else by device."""
     import os

@@ -173,8 +173,15 @@ def test_a_spare_stages_while_a_job_holds_the_slots_gpus_and_warms_only_after(ct
         keeper.stop()
 
 
-def test_the_next_spare_stages_while_the_slot_is_busy_with_a_job_but_never_warms(
-        keeper: SpareKeeper, ctx: execute.Context) -> None:
+def test_the_next_spare_stages_while_the_slot_is_busy_with_a_job_but_never_warms(ctx: execute.Context) -> None:
+    keeper = SpareKeeper(ctx, spares=1, beside_jobs=True).start()  # as on a GPU
+    try:
+        staged_beside_a_job(keeper)
+    finally:
+        keeper.stop()
+
+
+def staged_beside_a_job(keeper: SpareKeeper) -> None:
     first = ready_spare(keeper)
     spare = keeper.take(make_job(6))
     assert spare is first
@@ -190,6 +197,20 @@ def test_the_next_spare_stages_while_the_slot_is_busy_with_a_job_but_never_warms
         spare.discard()
         keeper.release()
     assert ready_spare(keeper) is following  # idle again: the keeper warms it
+
+
+def test_on_the_cpu_device_no_spare_starts_while_the_slot_is_busy(keeper: SpareKeeper) -> None:
+    assert keeper.beside_jobs is False  # the CPU device's timed work is the host's own
+    ready_spare(keeper)
+    spare = keeper.take(make_job(11))
+    assert spare is not None
+    try:
+        time.sleep(3)
+        assert keeper.started == 1 and keeper.spare() is None
+    finally:
+        spare.discard()
+        keeper.release()
+    eventually(lambda: keeper.started == 2, within_s=30, what="a new spare once the slot is idle")
 
 
 def test_a_job_that_takes_a_staged_spare_warms_it_under_its_own_locks(ctx: execute.Context) -> None:
@@ -210,7 +231,7 @@ def test_a_job_that_takes_a_staged_spare_warms_it_under_its_own_locks(ctx: execu
 
 
 def test_the_ended_job_warms_the_next_spare_and_keeps_the_locks_until_it_is_ready(ctx: execute.Context) -> None:
-    keeper = SpareKeeper(ctx, spares=2)
+    keeper = SpareKeeper(ctx, spares=2, beside_jobs=True)
     try:
         keeper.start()
         first = ready_spare(keeper)

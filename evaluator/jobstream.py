@@ -6,8 +6,11 @@ and the judge is not dumpable, so no process of the job can reach its descriptor
 
 Events, in the order they can appear:
 
-- ``ready``: a warm spare (``python -m evaluator serve-spare``) started, warmed its judge and its
-  child, and waits for its one job on stdin. It knows nothing of that job yet.
+- ``staged``: a warm spare (``python -m evaluator serve-spare``) started its judge, its child and
+  (on a GPU) its witness session and imported what they need, without touching the device; it
+  waits for ``{"warm": true}`` on stdin, which the runner sends once no job runs on the GPU.
+- ``ready``: the spare warmed its device (CUDA contexts, profiler, BLAS handles) and waits for its
+  one job on stdin. It knows nothing of that job yet.
 - ``not_ready``: a spare that cannot take a job (its child died, its idle limit passed, the job's
   request does not fit it); it exits without running anything of the job.
 - ``provisional``: ranked mode, when the ranked stage ended and before the witness: the report as
@@ -22,8 +25,8 @@ import os
 import sys
 from typing import Any, Literal
 
-Event = Literal["ready", "not_ready", "provisional", "report"]
-EVENTS: tuple[Event, ...] = ("ready", "not_ready", "provisional", "report")
+Event = Literal["staged", "ready", "not_ready", "provisional", "report"]
+EVENTS: tuple[Event, ...] = ("staged", "ready", "not_ready", "provisional", "report")
 #: A spare that could not take its job exits with this status (EX_TEMPFAIL): the runner runs the
 #: job as a fresh process instead. Nothing of the job ran in the spare.
 EXIT_NOT_READY = 75

@@ -150,6 +150,8 @@ class Timeline:
     received: float | None = None
     handed_over: float | None = None
     seen: dict[str, float] = field(default_factory=dict)
+    #: Figures about the warm spare that took the job (``Spare.phases``).
+    spare: dict[str, float] = field(default_factory=dict)
 
     def process_ended(self) -> None:
         now = time.monotonic()
@@ -163,7 +165,7 @@ class Timeline:
                   for event, when in self.seen.items() if event in ("provisional", "report", "exit")}
         if self.received is not None:
             phases["runner.receipt_to_hand_over"] = round(self.handed_over - self.received, 3)
-        return phases
+        return {**self.spare, **phases}
 
 
 def run(job: Job, ctx: Context, cancel_reason: Callable[[], str | None], spare: Spare | None = None,
@@ -220,6 +222,7 @@ def _run_in_spare(job: Job, ctx: Context, cancel_reason: Callable[[], str | None
                                  pgid=spare.running.pid, marker=spare.marker)
             request = {"run": run_arguments(job, ctx, inputs), "secret_seed": job.seed}
             timeline.handed_over = time.monotonic()
+            timeline.spare = spare.phases(timeline.handed_over)
             result = spare.run(json.dumps(request).encode() + b"\n",
                                time.monotonic() + limits_for(job, ctx.slot).wall_seconds,
                                lambda: cancel_reason() is not None, on_line)
@@ -230,7 +233,10 @@ def _run_in_spare(job: Job, ctx: Context, cancel_reason: Callable[[], str | None
         return _result(job, ctx, "sandbox_error", f"the warm spare could not take the job: {error}")
     if spare_not_ready(result):
         return None
-    return to_job_result(job, ctx, result, cancel_reason(), timeline)
+    answer = to_job_result(job, ctx, result, cancel_reason(), timeline)
+    if answer.report is not None:
+        answer.report.sandbox["warm_spare_id"] = spare.ident
+    return answer
 
 
 def spare_not_ready(result: sandbox.Result) -> bool:

@@ -23,6 +23,7 @@ import fcntl
 import os
 import pwd
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,12 +107,18 @@ class Rotation:
         self.block = block
         self.in_use = in_use
         self.next_pair = 0
+        #: The keeper's thread starts spares while the job's thread may start a fresh job.
+        self._lock = threading.Lock()
 
     @property
     def pairs(self) -> int:
         return self.block.size // 2
 
     def take(self) -> JobUser:
+        with self._lock:
+            return self._take()
+
+    def _take(self) -> JobUser:
         for _ in range(self.pairs):
             judge = self.block.first + 2 * self.next_pair
             self.next_pair = (self.next_pair + 1) % self.pairs

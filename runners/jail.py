@@ -131,6 +131,8 @@ def become_job(config: dict[str, Any], argv: list[str], init_pid: int, error_pip
         for number in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ):  # Python's choices, not the job's
             signal.signal(number, signal.SIG_DFL)
         set_limits(config)
+        if config.get("nice"):  # before the uids change: only the runner may lower it again
+            os.setpriority(os.PRIO_PROCESS, 0, int(config["nice"]))
         env = dict(os.environ)
         child_uid = config.get("child_uid")
         if config.get("uid") is not None:

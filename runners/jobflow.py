@@ -25,7 +25,8 @@ from evaluator.report import EvaluationReport
 from runners import execute, gpus, procs, sandbox, spares
 from runners.identities import UID_BLOCK_VARIABLE, Rotation, UidBlock
 from runners.slots import Slot, StateDir, read_json, write_json
-from runners.spares import Spare, SpareKeeper
+from runners.spare_keeper import SpareKeeper
+from runners.spares import SPARE_START_LIMIT_S, Spare
 from solboard_common.protocol import (
     SITE_HEARTBEAT_TASK,
     SITE_PROVISIONAL_TASK,
@@ -140,7 +141,15 @@ def handle_job(payload: dict[str, Any], messenger: Messenger) -> None:
     spare = keeper.take(job) if keeper is not None else None  # the slot is busy from here on
     try:
         with ctx.state.gpu_locks(ctx.slot.gpu_indices):
-            deliver(ctx, messenger, _run_locked(job, ctx, messenger, spare, received))
+            locked = time.monotonic()
+            result = _run_locked(job, ctx, messenger, spare, received)
+            # What the site charges as GPU time (bounded there by its own clock): the locks taken
+            # -> the GPU check after the job found its GPUs free.
+            result.gpu_hold_seconds = round(time.monotonic() - locked, 3)
+            following = keeper.warm_next_after_job() if keeper is not None and not STOP_AFTER_TASK else None
+            deliver(ctx, messenger, result)
+            if following is not None and keeper is not None:  # its contexts are made under these locks
+                keeper.wait_warm(following, SPARE_START_LIMIT_S)
     finally:
         if keeper is not None:
             keeper.release()
@@ -171,6 +180,7 @@ def _run_locked(job: Job, ctx: execute.Context, messenger: Messenger, spare: Spa
         if holders:
             mark_unhealthy(ctx, f"GPU(s) {ctx.slot.cuda_visible_devices} still held by pid(s) {holders}")
             return execute._result(job, ctx, "runner_error", f"GPU still held by pid(s) {holders}; job released")
+        spare = _warmed_for_job(spare)
         ctx.state.write_slot(ctx.slot.key, job_id=job.job_id, evaluation_id=job.evaluation_id, since=time.time())
         messenger.started(JobStarted(job_id=job.job_id, evaluation_id=job.evaluation_id, runner=ctx.runner,
                                      started_at=now_iso()))
@@ -192,6 +202,21 @@ def _run_locked(job: Job, ctx: execute.Context, messenger: Messenger, spare: Spa
     if result.report is not None:
         result.report.sandbox["gpu_check"] = _gpu_check_text(ctx, holders)
     return result
+
+
+def _warmed_for_job(spare: Spare | None) -> Spare | None:
+    """The job's spare, ready: one that is only staged makes its contexts now, under the job's GPU
+    locks and after its GPU check (no other job runs there). None when it fails: the job runs fresh."""
+    if spare is None or spare.ready:
+        return spare
+    if not spare.warming:
+        spare.warm([], by_job=True)
+    spare.wait_ready(SPARE_START_LIMIT_S)
+    if spare.ready:
+        return spare
+    log.warning("spare not used: %s", spare.problem)
+    spare.discard()
+    return None
 
 
 def _clear_the_way(ctx: execute.Context, spare: Spare | None) -> list[int]:
@@ -238,8 +263,17 @@ def kill_previous(ctx: execute.Context, spare: Spare | None = None) -> None:
 
 
 def _kill_job_users(ctx: execute.Context, spare: Spare | None) -> None:
-    if ctx.users is not None:
-        procs.kill_uids_except(set(ctx.users.uids()), spare.tree() if spare is not None else set())
+    """Every process of the slot's uids dies but the job's spare and the spares the keeper keeps
+    for later jobs (each holds a pair of its own)."""
+    if ctx.users is None:
+        return
+    keep = spare.tree() if spare is not None else set()
+    keeper = _keeper
+    if keeper is None:
+        procs.kill_uids_except(set(ctx.users.uids()), keep)
+        return
+    with keeper.frozen() as kept:
+        procs.kill_uids_except(set(ctx.users.uids()) - kept, keep)
 
 
 def wait_gpus_free(ctx: execute.Context, spare: Spare | None = None, wait_s: float = GPU_FREE_WAIT_S) -> list[int]:
@@ -252,6 +286,8 @@ def wait_gpus_free(ctx: execute.Context, spare: Spare | None = None, wait_s: flo
         holders = [pid for pid in gpus.processes_on(ctx.slot.gpu_indices) if pid != os.getpid() and pid not in keep]
         if not holders or time.monotonic() >= deadline:
             return holders
+        if _keeper is not None:  # a staged spare must hold nothing there: it goes
+            _keeper.drop_holders(set(holders))
         _kill_job_users(ctx, spare)
         # H200 round 8: right after a job, NVML still listed the judge that had just exited, and a
         # flat one-second pause put 1.2 s between the evaluator's final report and its delivery

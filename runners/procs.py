@@ -214,6 +214,30 @@ def descendants(root: int) -> set[int]:
     return found
 
 
+def renice(pids: set[int], niceness: int) -> int:
+    """Set every thread of these processes to ``niceness`` (niceness is per thread on Linux);
+    returns how many threads changed. Lowering it needs root: threads it cannot change are skipped."""
+    changed = 0
+    for pid in pids:
+        try:
+            tids = [int(task.name) for task in (PROC / str(pid) / "task").iterdir()]
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                os.setpriority(os.PRIO_PROCESS, tid, niceness)
+            except OSError:
+                continue
+            changed += 1
+    return changed
+
+
+def niceness(pid: int) -> int | None:
+    """A process's niceness (its main thread's), or None when it is gone."""
+    fields = _stat_fields(pid)
+    return None if fields is None else int(fields[16])
+
+
 def kill_uids_except(uids: set[int], keep: set[int], rounds: int = 5) -> int:
     """SIGKILL every process whose real, effective or saved uid is one of ``uids`` and that is not
     in ``keep`` (the slot's warm spare); returns the most seen alive."""

@@ -130,6 +130,10 @@ class Spec:
     watch: Callable[[], str | None] = lambda: None
     #: The slot, for the name of the job's cgroup.
     slot: str = "slot"
+    #: The niceness the job starts at (0: as the runner's). A warm spare stages at 19, so beside a
+    #: running job it gets only the CPU time that job leaves; the runner sets it back before the
+    #: spare warms up (``procs.renice``).
+    nice: int = 0
 
 
 @dataclass
@@ -189,6 +193,7 @@ def jail_config(spec: Spec, scratch: Path, facts_fd: int) -> dict[str, object]:
         "uid": spec.user.uid if spec.user else None,
         "gid": spec.user.gid if spec.user else None,
         "child_uid": spec.user.child_uid if spec.user else None,
+        "nice": spec.nice,
         "seccomp": not caps.seccomp_refused and not off,
         "seccomp_refused": caps.seccomp_refused or ("switched off" if off else ""),
     }
@@ -318,9 +323,10 @@ class Running:
         self._read_to = end
         return lines
 
-    def write_stdin(self, data: bytes) -> None:
-        """Give the command its input and close its stdin (once)."""
-        _feed_stdin(self.child, data)
+    def write_stdin(self, data: bytes, close: bool = True) -> None:
+        """Give the command its input and close its stdin (once); ``close`` false keeps it open for
+        more (a warm spare reads the word to warm up first, its job later)."""
+        _feed_stdin(self.child, data, close)
 
     def wait(self, deadline: float, cancel_requested: Callable[[], bool],
              on_line: Callable[[bytes], None] | None = None) -> Result:
@@ -376,12 +382,15 @@ def _exit_code(jail: dict[str, Any], child: subprocess.Popen[bytes]) -> int:
     return child.returncode if child.returncode is not None else -signal.SIGKILL
 
 
-def _feed_stdin(child: subprocess.Popen[bytes], data: bytes) -> None:
+def _feed_stdin(child: subprocess.Popen[bytes], data: bytes, close: bool = True) -> None:
     if child.stdin is None or child.stdin.closed:
         return
     try:
         child.stdin.write(data)
-        child.stdin.close()
+        if close:
+            child.stdin.close()
+        else:
+            child.stdin.flush()
     except (BrokenPipeError, OSError):
         pass  # the child exited (or closed stdin) before reading: its exit status says why
 

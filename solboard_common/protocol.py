@@ -126,6 +126,10 @@ class JobResult(_Message):
     report: EvaluationReport | None = None
     message: str = ""
     log: str = Field(default="", description="Runner-side log tail, capped.")
+    gpu_hold_seconds: float | None = Field(
+        default=None, description="Seconds the job held its slot's GPUs by the runner's clock (GPU locks taken -> "
+        "the GPU check after the job); the site bounds it by its own clock and charges it times the GPU count. "
+        "None when the job never took them.")
 
 
 class JobProvisional(_Message):

@@ -1,16 +1,18 @@
 """``python -m evaluator serve-spare --device D``: a warm spare, the process of a job not yet known.
 
-It starts and warms the judge and the untrusted child (and, on a GPU, the witness session; see
-``evaluator/harness/warm.py``), prints a ``ready`` line (``evaluator/jobstream.py``), and waits on
-stdin for exactly one job: one JSON line ``{"run": [ARGS], "secret_seed": N}``, where ARGS are the
-arguments ``python -m evaluator run`` would get (the secret seed travels in the line instead of on
-stdin). It runs that job as ``run --stream`` would, prints its report and exits: a spare never
-serves a second job.
+It starts in two parts (``evaluator/harness/warm.py``). First it stages: the judge, the untrusted
+child and, on a GPU, the witness session start and import what they need without touching the
+device; it prints ``staged`` (``evaluator/jobstream.py``) and waits on stdin for one line,
+``{"warm": true}``, which the runner sends once no job runs on the GPU. Then it warms its device
+(CUDA contexts, profiler, BLAS handles), prints ``ready`` and waits for exactly one job: one JSON
+line ``{"run": [ARGS], "secret_seed": N}``, where ARGS are the arguments ``python -m evaluator
+run`` would get (the secret seed travels in the line instead of on stdin). It runs that job as
+``run --stream`` would, prints its report and exits: a spare never serves a second job.
 
 It prints ``not_ready`` and exits with ``EXIT_NOT_READY`` (75), having run nothing of any job,
-when its warm-up failed, its child or its witness process died or spoke unasked while it waited,
-no job came within ``--idle-limit`` seconds, or stdin closed without a job. The runner then starts
-another spare, or runs the job as a fresh process.
+when its start failed, its child or its witness process died or spoke unasked while it waited,
+no word came within ``--idle-limit`` seconds, a line was not the one expected, or stdin closed
+without a job. The runner then starts another spare, or runs the job as a fresh process.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ IDLE_LIMIT_S = 3600.0
 REQUEST_MAX_BYTES = 1 << 20
 #: How often the waiting spare checks that its witness process is still alive.
 CHECK_EVERY_S = 1.0
+#: The runner's word, once no job runs on the spare's GPU: make the device's contexts now.
+WARM_WORD = {"warm": True}
 
 
 @dataclass(frozen=True)
@@ -56,32 +60,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from evaluator.harness import process_tree
-    from evaluator.harness.judge import not_dumpable
-    from evaluator.harness.warm import SpareFailed, prepare
+    from evaluator.harness.warm import SpareFailed, stage, warm_device
 
     # As ``run``: this process exists for one job; no process of the job may read its memory, and
-    # orphans of its children come back to it.
+    # orphans of its children come back to it. (Nothing here imports torch yet: the child starts
+    # first and imports its own while the judge imports the judge's, ``warm.stage``.)
     process_tree.own_process_tree()
-    not_dumpable()
+    process_tree.not_dumpable()
     process_tree.become_subreaper()
     try:
-        warm = prepare(args.device, args.start_limit)
+        warm = stage(args.device, args.start_limit)
     except SpareFailed as error:
         return not_ready(str(error))
-    jobstream.emit("ready", device=args.device, pid=os.getpid(), start_up_seconds=warm.start_up)
-    outcome = wait_for_job(warm, args.idle_limit)
-    if isinstance(outcome, str):
+    jobstream.emit("staged", device=args.device, pid=os.getpid(), start_up_seconds=warm.start_up)
+    stdin = LineReader(0)
+    problem = wait_for_warm_word(warm, stdin, args.idle_limit)
+    if problem is None:
+        try:
+            warm_device(warm, args.start_limit)
+        except SpareFailed as error:
+            return not_ready(str(error))
+        jobstream.emit("ready", device=args.device, pid=os.getpid(), start_up_seconds=warm.start_up)
+        outcome = wait_for_job(warm, stdin, args.idle_limit)
+        problem = outcome if isinstance(outcome, str) else None
+    if problem is not None:
         warm.close()
-        return not_ready(outcome)
-    if outcome.args.device != warm.device:
+        return not_ready(problem)
+    assert not isinstance(outcome, str)
+    return run_the_job(warm, outcome)
+
+
+def run_the_job(warm: WarmStart, request: JobRequest) -> int:
+    if request.args.device != warm.device:
         warm.close()
-        return not_ready(f"a {outcome.args.device} job for a {warm.device} spare")
+        return not_ready(f"a {request.args.device} job for a {warm.device} spare")
     problem = warm.problem()  # once more: its child may have died while the job line arrived
     if problem is not None:
         warm.close()
         return not_ready(problem)
-    outcome.args.stream = True  # stdout is the event stream from the first line on
-    code = run_cmd.run_job(outcome.args, outcome.secret_seed, warm)
+    request.args.stream = True  # stdout is the event stream from the first line on
+    code = run_cmd.run_job(request.args, request.secret_seed, warm)
     if code == run_cmd.EXIT_INTERNAL and warm.child_lost:  # it died as the job was handed over
         return not_ready("its child died as the job was handed over, before the submission was imported")
     return code
@@ -95,28 +113,68 @@ def not_ready(reason: str) -> int:
     return jobstream.EXIT_NOT_READY
 
 
-def wait_for_job(warm: WarmStart, idle_limit_s: float) -> JobRequest | str:
-    """The one job from stdin, or why there is none. While waiting, the child's channel is
+class LineReader:
+    """Whole lines from a descriptor, read as they come (two lines may arrive in one read)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = b""
+        self.closed = False
+
+    def line(self) -> bytes | None:
+        if b"\n" not in self.buffer:
+            return None
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line
+
+    def read_some(self) -> str | None:
+        """Read what is there; why reading must stop, or None."""
+        chunk = os.read(self.fd, 65536)
+        if not chunk:
+            self.closed = True
+            return "stdin closed without a job"
+        self.buffer += chunk
+        if len(self.buffer) > REQUEST_MAX_BYTES:
+            return f"the job line exceeds {REQUEST_MAX_BYTES} bytes"
+        return None
+
+
+def next_line(warm: WarmStart, stdin: LineReader, idle_limit_s: float) -> bytes | str:
+    """The next line on stdin, or why there is none. While waiting, the child's channel is
     watched: it speaks only when asked, so anything there (or its end) means it is not fit."""
     deadline = time.monotonic() + idle_limit_s
-    received = b""
-    while b"\n" not in received:
+    while (line := stdin.line()) is None:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            return f"no job came within its idle limit of {idle_limit_s:g} s"
-        readable, _, _ = select.select([0, warm.child.from_child], [], [], min(remaining, CHECK_EVERY_S))
+            return f"no word came within its idle limit of {idle_limit_s:g} s"
+        readable, _, _ = select.select([stdin.fd, warm.child.from_child], [], [], min(remaining, CHECK_EVERY_S))
         if warm.child.from_child in readable or not readable:
             problem = warm.problem()
             if problem is not None:
                 return problem
-        if 0 in readable:
-            chunk = os.read(0, 65536)
-            if not chunk:
-                return "stdin closed without a job"
-            received += chunk
-            if len(received) > REQUEST_MAX_BYTES:
-                return f"the job line exceeds {REQUEST_MAX_BYTES} bytes"
-    return parse_request(received.split(b"\n", 1)[0])
+        if stdin.fd in readable:
+            stopped = stdin.read_some()
+            if stopped is not None:
+                return stopped
+    return line
+
+
+def wait_for_warm_word(warm: WarmStart, stdin: LineReader, idle_limit_s: float) -> str | None:
+    """The runner's word that the GPU is free for this spare's contexts, or why it did not come."""
+    line = next_line(warm, stdin, idle_limit_s)
+    if isinstance(line, str):
+        return line
+    try:
+        word = json.loads(line)
+    except ValueError:
+        word = None
+    return None if word == WARM_WORD else "the line after staging was not the word to warm up"
+
+
+def wait_for_job(warm: WarmStart, stdin: LineReader, idle_limit_s: float) -> JobRequest | str:
+    """The one job from stdin, or why there is none."""
+    line = next_line(warm, stdin, idle_limit_s)
+    return line if isinstance(line, str) else parse_request(line)
 
 
 def parse_request(line: bytes) -> JobRequest | str:

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from evaluator.harness import anticheat, channel, work
+from evaluator.harness.clock import PartClock
 from evaluator.harness.correctness import check_identity, identity, poison_
 from evaluator.harness.device import device_info, warm_blas
 from evaluator.harness.shared import Mapped
@@ -55,6 +56,9 @@ class Child:
         self.submission: LoadedSubmission | None = None
         self.kernel: Any = None
         self.bound: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
+        self.staged = False
+        #: Seconds of its start-up by part, sent to the judge (a claim: informational).
+        self.start_up: dict[str, float] = {}
 
     def send(self, message: dict[str, Any]) -> None:
         channel.write_all(self.wfd, channel.encode(message))
@@ -68,28 +72,48 @@ class Child:
 
     # ------------------------------------------------------------ before the submission
 
-    def warm_up_device(self) -> None:
+    def stage(self, device: str) -> None:
+        """Everything of the start-up that touches no device: the modules the device's timing,
+        L2 controls, profiler and CUDA IPC need, imported (loaded before the integrity snapshot).
+        No CUDA call: a warm spare stages beside a running job, whose GPU must not see a context
+        of it (``evaluator/harness/warm.py``)."""
+        self.device = device
+        if device == "cuda":
+            import cuda.bindings.runtime  # noqa: F401 - CUDA IPC, used to map the judge's buffers
+            import torch.profiler  # noqa: F401
+
+            import evaluator.harness.gpu_timing
+            import evaluator.harness.l2  # noqa: F401
+        self.staged = True
+
+    def warm_up_device(self) -> dict[str, float]:
         """Initialise everything that starts threads or loads libraries and needs no job: the
-        CUDA context, the profiler, the L2 controls, CUDA IPC, the BLAS handles and the intra-op
-        pool. A warm spare (``evaluator serve-spare``) does this before any job exists."""
+        CUDA context, the profiler, the L2 controls, the BLAS handles and the intra-op pool. A
+        warm spare (``evaluator serve-spare``) does this before any job exists, once no job runs
+        on its GPU. Returns the seconds of each part (``warm_up.*``)."""
+        clock = PartClock()
         if self.device == "cuda":
             torch.cuda.init()
             torch.zeros(1, device="cuda")
-            import evaluator.harness.gpu_timing  # noqa: F401 - loaded before the integrity snapshot
+            clock.mark("context")
             from evaluator.harness.l2 import ColdL2
 
             self.cold = ColdL2(torch.device("cuda"))
+            clock.mark("l2")
             with torch.profiler.profile(
                 activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
             ):
                 torch.ones(16, device="cuda").add_(1)
-            import cuda.bindings.runtime  # noqa: F401 - CUDA IPC, used to map the judge's buffers
+            clock.mark("profiler")
         else:
             torch.set_num_threads(1)  # steadier wall-clock timing on a shared development machine
         anticheat.install_what_torch_compile_installs()
         spin = torch.randn(1 << 21)  # a parallel CPU op starts the intra-op pool now
         float((spin.double() - spin.double()).abs().sum())
+        clock.mark("pool")
         warm_blas(self.device)
+        clock.mark("blas")
+        return clock.parts
 
     def warm_up_job(self) -> None:
         """What depends on the job: the problem's own baseline once (its libraries' threads), the
@@ -117,10 +141,19 @@ class Child:
     # ------------------------------------------------------------ the conversation
 
     def run(self) -> None:
-        """Two warm-up steps, each on the judge's word: ``warm_up`` (the device; no job yet: a warm
-        spare stops here until its job comes) answered ``warmed``, then ``config`` (the job)
-        answered ``warm``; then the submission's import and the calls."""
-        facts = self.warm_for_device(self.expect("warm_up"))
+        """The warm-up steps, each on the judge's word: ``stage`` (imports, no device call; a
+        warm spare's child may stop here while another job runs on its GPU) answered ``staged``,
+        ``warm_up`` (the device; no job yet: a warm spare stops here until its job comes) answered
+        ``warmed``, then ``config`` (the job) answered ``warm``; then the submission's import and
+        the calls. A fresh job's child gets ``warm_up`` first and stages as part of it."""
+        first = self.receive()
+        if first.get("type") == "stage":
+            self.stage_for_device(first)
+            self.send({"type": "staged", "start_up_seconds": self.start_up})
+            first = self.expect("warm_up")
+        elif first.get("type") != "warm_up":
+            raise channel.ChannelError(f"expected stage or warm_up, got {first.get('type')}")
+        facts = self.warm_for_device(first)
         self.send({"type": "warmed", "start_up_seconds": self.start_up})
         self.warm_for_job(self.expect("config"))
         self.activity = anticheat.Activity.now()
@@ -146,19 +179,26 @@ class Child:
                 raise channel.ChannelError(f"unexpected command {kind!r}")
             handler(command)
 
+    def stage_for_device(self, command: dict[str, Any]) -> None:
+        """The start-up before any device call; times ``imports`` (from the judge's spawn) and
+        ``stage`` (the device's modules)."""
+        began = monotonic()
+        self.start_up["imports"] = round(max(began - float(command.get("spawned_monotonic") or began), 0.0), 3)
+        self.stage(str(command["device"]))
+        self.start_up["stage"] = round(monotonic() - began, 3)
+
     def warm_for_device(self, command: dict[str, Any]) -> dict[str, Any]:
-        """The job-independent start-up; returns the device's facts. Times its parts: imports (from
-        the judge's spawn), device_init, warm_up."""
-        self.device = str(command["device"])
-        marks = [float(command.get("spawned_monotonic") or monotonic()), monotonic()]
+        """The job-independent start-up on the device; returns the device's facts. Times its parts:
+        device_init, warm_up (and its parts, ``warm_up.*``)."""
+        if str(command["device"]) != self.device or not self.staged:
+            self.stage_for_device(command)
+        began = monotonic()
         facts = device_info(self.device)
-        marks.append(monotonic())
-        self.warm_up_device()
-        marks.append(monotonic())
-        self.start_up = {
-            name: round(max(end - begin, 0.0), 3)
-            for name, begin, end in zip(("imports", "device_init", "warm_up"), marks, marks[1:])
-        }
+        self.start_up["device_init"] = round(monotonic() - began, 3)
+        began = monotonic()
+        parts = self.warm_up_device()
+        self.start_up["warm_up"] = round(monotonic() - began, 3)
+        self.start_up.update({f"warm_up.{name}": seconds for name, seconds in parts.items()})
         return facts
 
     def warm_for_job(self, config: dict[str, Any]) -> None:

@@ -14,7 +14,6 @@ read its memory through /proc.
 
 from __future__ import annotations
 
-import ctypes
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +28,7 @@ from evaluator.harness.device import device_info, single_threaded_host_work
 from evaluator.harness.judge_timing import BaselineTimer, KernelTimingService
 from evaluator.harness.outcome import JudgeOutcome
 from evaluator.harness.parent import ChildDied, ChildProcess, ChildTimeout, ProtocolViolation
+from evaluator.harness.process_tree import not_dumpable
 from evaluator.harness.request import EvaluationRequest
 from evaluator.harness.shared import Arena
 from evaluator.harness.witness import judge_wall_witness, set_aside_unconfirmed_timing
@@ -37,20 +37,12 @@ from evaluator.problems import Problem
 if TYPE_CHECKING:
     from evaluator.harness.warm import WarmStart
 
-PR_SET_DUMPABLE = 4
 #: Statuses the child may report against itself (never PASSED).
 SELF_REPORTED = ("REJECTED", "INCORRECT_DTYPE", "INCORRECT_SHAPE")
 
 
 class HarnessFailure(RuntimeError):
     """The evaluator itself failed (not the submission): reported as an error of the runner."""
-
-
-def not_dumpable() -> bool:
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
 
 
 def shape_dict(shape: Any, status: str, message: str) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_DUMPABLE = 4
 #: Set by ``python -m evaluator run`` (the process a runner starts for a job): only a process that
 #: exists for one job may reap orphans and kill its other descendants. A program that calls
 #: ``evaluator.api.evaluate`` in-process (a test, a notebook) keeps its own children untouched.
@@ -28,6 +29,15 @@ _owns_tree = False
 SWEEP_ROUNDS = 50
 #: Seconds to wait for a killed orphan to be reapable (one stuck in a driver call stays a zombie).
 REAP_WAIT_S = 2.0
+
+
+def not_dumpable() -> bool:
+    """No process of the same user may ptrace this one or read its memory (``PR_SET_DUMPABLE`` 0).
+    Here, beside the tree's other guards, so a warm spare sets it before it imports torch."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def own_process_tree() -> None:

@@ -334,12 +334,22 @@ class NcuSession:
         """A warm spare's session, connected: the witness process makes its CUDA context now (the
         GPU is idle, no job exists), not after its job's ranked stage. Returns the seconds it took;
         OSError when the process did not answer in time (the spare then drops the session)."""
+        self.ask_prepare()
+        return self.await_prepared(limit_s)
+
+    def ask_prepare(self) -> None:
+        """The first half of ``prepare``: the request only (a spare's judge and child make their
+        contexts meanwhile). OSError when the process is gone."""
         assert self.connection is not None
-        began = time.monotonic()
-        fd = self.connection.fileno()
-        channel.write_all(fd, channel.encode({"type": "prepare"}))
+        self._prepare_asked = time.monotonic()
+        channel.write_all(self.connection.fileno(), channel.encode({"type": "prepare"}))
+
+    def await_prepared(self, limit_s: float) -> float:
+        """The second half: its answer, within ``limit_s``; the seconds since it was asked."""
+        assert self.connection is not None
+        began: float = getattr(self, "_prepare_asked", time.monotonic())
         try:
-            answer = channel.FrameReader(fd).next(began + limit_s)
+            answer = channel.FrameReader(self.connection.fileno()).next(time.monotonic() + limit_s)
         except (channel.ChannelTimeout, channel.ChannelError) as error:
             raise OSError(f"the witness process did not prepare its device ({type(error).__name__})") from None
         if answer.get("type") != "prepared":

@@ -119,6 +119,16 @@ class WitnessChild:
         self.send({"type": "unbound"})
 
 
+def _import_before_connecting() -> None:
+    """CUDA IPC's module, imported before the process connects: a warm spare accepts the
+    connection while another job may run on the GPU, and asks for the device only afterwards
+    (``prepare``); importing it makes no CUDA call."""
+    try:
+        import cuda.bindings.runtime  # noqa: F401
+    except ImportError:
+        pass  # the device's preparation reports it
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--socket", required=True)
@@ -127,6 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     _quiet_stdio(Path(args.log))
     code = 0
     try:
+        _import_before_connecting()
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         connection.connect("\0" + args.socket)
         WitnessChild(connection.fileno()).run()

@@ -135,14 +135,14 @@ def create_one(user: Any, token: ApiToken | None, request: SubmitRequest, key: s
     earlier = _replayed(user, key, fingerprint)
     if earlier is not None:
         return earlier, True
-    quotas.check(user, [request.quota_request()])  # before compiling: a spent quota costs no nvcc run
+    quotas.check(user, [request.quota_request()], token)  # before compiling: a spent quota costs no nvcc run
     checked = check(user, request)
     with transaction.atomic():
         quotas.lock_user(user)
         earlier = _replayed(user, key, fingerprint)  # a concurrent retry may have saved it meanwhile
         if earlier is not None:
             return earlier, True
-        quotas.check(user, [request.quota_request()])
+        quotas.check(user, [request.quota_request()], token)
         submission = _save(user, token, checked)
         if key is not None:
             IdempotencyRecord.objects.create(user=user, key=key, endpoint="create", request_sha256=fingerprint,
@@ -153,7 +153,7 @@ def create_one(user: Any, token: ApiToken | None, request: SubmitRequest, key: s
 def save_item(user: Any, token: ApiToken | None, request: SubmitRequest, checked: CheckedSubmission) -> Submission:
     """One checked item of a batch, in its own savepoint: one refusal leaves the others standing."""
     with transaction.atomic():
-        quotas.check(user, [request.quota_request()])
+        quotas.check(user, [request.quota_request()], token)
         return _save(user, token, checked)
 
 

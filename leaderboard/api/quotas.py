@@ -1,10 +1,15 @@
 """Quotas, computed from the evaluations themselves (no ledger to drift out of step).
 
-Two limits, both from settings:
+Limits, all from settings:
 
 - ``SOLBOARD_QUOTA_MAX_QUEUED``: a user's evaluations queued or running at once (all problems).
 - ``SOLBOARD_QUOTA_DAILY_PER_PROBLEM`` (per GPU type overrides in
   ``SOLBOARD_QUOTA_DAILY_BY_GPU``): evaluations of one user per problem and GPU type per UTC day.
+- ``SOLBOARD_QUOTA_GPU_SECONDS_PER_DAY`` and ``SOLBOARD_QUOTA_TOKEN_GPU_SECONDS_PER_DAY`` (0: none):
+  GPU-seconds (``leaderboard/gpu_time.py``) of a user's, and of one API token's, charged
+  evaluations that ended in the current UTC day. A new submission is refused once the day's
+  figure reached the limit (jobs still running count when they end: at most the queued limit's
+  worth past it).
 
 An evaluation is *charged* unless the user got it back: cancelled before it started, or ended by
 an infrastructure fault (status ``error`` without an evaluator verdict: runner lost, attempts
@@ -27,6 +32,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
+from leaderboard import gpu_time
 from leaderboard.api.errors import ApiError
 from leaderboard.models import Evaluation, EvaluationStatus, GpuType, Problem
 
@@ -79,8 +85,9 @@ class Request:
     gpu_types: tuple[str, ...]
 
 
-def check(user: Any, requests: Iterable[Request]) -> None:
-    """Raise 429 ``quota_exceeded`` if these new evaluations do not fit the user's quotas."""
+def check(user: Any, requests: Iterable[Request], token: Any | None = None) -> None:
+    """Raise 429 ``quota_exceeded`` if these new evaluations do not fit the user's quotas (and,
+    made with an API token, the token's GPU time)."""
     requests = list(requests)
     wanted = sum(len(request.gpu_types) for request in requests)
     queued = queued_now(user)
@@ -101,6 +108,37 @@ def check(user: Any, requests: Iterable[Request]) -> None:
             raise _exceeded("daily", f"{spent} of {limit} evaluations of {problem} on {gpu} used today "
                             f"(UTC); the quota resets at {reset.isoformat()}", wait, used=spent, limit=limit,
                             problem=problem, gpu_type=gpu, resets_at=reset.isoformat())
+    check_gpu_seconds(user, token)
+
+
+def gpu_seconds_limits() -> tuple[float, float]:
+    """(per user, per token) GPU-seconds per UTC day; 0 means no limit."""
+    return (float(settings.SOLBOARD_QUOTA_GPU_SECONDS_PER_DAY),
+            float(settings.SOLBOARD_QUOTA_TOKEN_GPU_SECONDS_PER_DAY))
+
+
+def gpu_seconds_today(owner: Q) -> float:
+    """Charged GPU-seconds of what ``owner`` selects, ended since the start of the UTC day."""
+    start, _ = day_bounds()
+    return gpu_time.used(owner, since=start, exclude=REFUNDED)
+
+
+def check_gpu_seconds(user: Any, token: Any | None) -> None:
+    """Refuse once the user's, or the token's, GPU time of the day reached its limit."""
+    per_user, per_token = gpu_seconds_limits()
+    owners = [("gpu_seconds", gpu_time.of_user(user), per_user, "you")]
+    if token is not None:
+        owners.append(("token_gpu_seconds", gpu_time.of_token(token), per_token, f"token {token.prefix}…"))
+    for kind, owner, limit, who in owners:
+        if limit <= 0:
+            continue
+        spent = gpu_seconds_today(owner)
+        if spent >= limit:
+            _, reset = day_bounds()
+            wait = max(1, int((reset - timezone.now()).total_seconds()) + 1)
+            raise _exceeded(kind, f"{spent:.1f} of {limit:g} GPU-seconds used today (UTC) by {who}; the quota "
+                            f"resets at {reset.isoformat()}", wait, used=spent, limit=limit,
+                            resets_at=reset.isoformat())
 
 
 def _exceeded(kind: str, message: str, retry_after: int, **details: Any) -> ApiError:
@@ -113,7 +151,26 @@ def lock_user(user: Any) -> None:
     get_user_model().objects.select_for_update().filter(pk=user.pk).first()
 
 
-def summary(user: Any) -> dict[str, Any]:
+def gpu_seconds_summary(user: Any, token: Any | None) -> dict[str, Any]:
+    """The GPU time of the caller (and of the token it used): today's (charged) against the
+    limits, and the totals (everything its jobs used, refunded ones too)."""
+    start, reset = day_bounds()
+    per_user, per_token = gpu_seconds_limits()
+
+    def part(owner: Q, limit: float) -> dict[str, Any]:
+        today = gpu_seconds_today(owner)
+        return {"used_today": today, "limit_per_day": limit or None,
+                "left_today": max(0.0, round(limit - today, 3)) if limit else None,
+                "total": gpu_time.used(owner), "total_today": gpu_time.used(owner, since=start)}
+
+    body = {**part(gpu_time.of_user(user), per_user), "resets_at": reset.isoformat(),
+            "definition": "the wall time each job held its GPUs, times the GPU count"}
+    if token is not None:
+        body["token"] = {"id": token.pk, "prefix": token.prefix, **part(gpu_time.of_token(token), per_token)}
+    return body
+
+
+def summary(user: Any, token: Any | None = None) -> dict[str, Any]:
     """The caller's quotas: used, left and when the daily ones reset."""
     _, reset = day_bounds()
     used = used_today(user)
@@ -132,5 +189,6 @@ def summary(user: Any) -> dict[str, Any]:
             "resets_at": reset.isoformat(),
             "used": daily,
         },
+        "gpu_seconds": gpu_seconds_summary(user, token),
         "refunds": "cancelled before starting, or ended by an infrastructure fault (error without a verdict)",
     }

@@ -121,6 +121,8 @@ class TokenSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     last_used_at = serializers.DateTimeField(allow_null=True)
     revoked_at = serializers.DateTimeField(allow_null=True)
+    gpu_seconds_total = serializers.FloatField(help_text="GPU-seconds the jobs of its submissions used, all time.")
+    gpu_seconds_today = serializers.FloatField(help_text="The same, of jobs that ended in the current UTC day.")
 
 
 class NewTokenSerializer(TokenSerializer):

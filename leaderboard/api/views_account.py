@@ -11,6 +11,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from leaderboard import gpu_time
 from leaderboard.api import quotas
 from leaderboard.api import serializers as s
 from leaderboard.api.auth import API_AUTHENTICATION, PasswordAuthentication
@@ -24,11 +25,13 @@ API_VERSION = "1"
 TOKEN_CREATION = RateLimit("token-creation", "SOLBOARD_TOKENS_PER_HOUR", 3600)
 
 
-def token_body(token: ApiToken) -> dict[str, Any]:
+def token_body(token: ApiToken, gpu_seconds: dict[str, float] | None = None) -> dict[str, Any]:
+    usage = gpu_seconds or {"total": 0.0, "today": 0.0}
     return {"id": token.pk, "name": token.name, "prefix": token.prefix, "agent_name": token.agent_name,
             "agent_model": token.agent_model, "agent_version": token.agent_version,
             "callback_url": token.callback_url, "created_at": token.created_at,
-            "last_used_at": token.last_used_at, "revoked_at": token.revoked_at}
+            "last_used_at": token.last_used_at, "revoked_at": token.revoked_at,
+            "gpu_seconds_total": usage["total"], "gpu_seconds_today": usage["today"]}
 
 
 class TokenListCreateView(ApiView):
@@ -38,7 +41,9 @@ class TokenListCreateView(ApiView):
     @extend_schema(responses={200: s.TokenSerializer(many=True), **ERRORS}, summary="Your active API tokens")
     def get(self, request: Request) -> Response:
         revoked = request.query_params.get("include_revoked") in ("1", "true")
-        return Response([token_body(token) for token in tokens_of(request.user, include_revoked=revoked)])
+        tokens = list(tokens_of(request.user, include_revoked=revoked))
+        usage = gpu_time.token_totals([token.pk for token in tokens], quotas.day_bounds()[0])
+        return Response([token_body(token, usage[token.pk]) for token in tokens])
 
     @extend_schema(request=s.TokenCreateSerializer, responses={201: s.NewTokenSerializer, **ERRORS},
                    summary="Create a token (shown once), with optional agent metadata and webhook URL")
@@ -64,7 +69,8 @@ class TokenRevokeView(ApiView):
 class QuotaView(ApiView):
     @extend_schema(responses={200: dict, **ERRORS}, summary="Your quotas: used, left, reset time")
     def get(self, request: Request) -> Response:
-        return Response(quotas.summary(request.user))
+        token = request.auth if isinstance(request.auth, ApiToken) else None
+        return Response(quotas.summary(request.user, token))
 
 
 def max_wait_seconds() -> int:

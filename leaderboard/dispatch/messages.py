@@ -15,6 +15,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from evaluator.report import Status
+from leaderboard import gpu_time
 from leaderboard.dispatch import store
 from leaderboard.dispatch.enqueue import INFLIGHT, release_pending, send_control
 from leaderboard.models import Evaluation, EvaluationStatus, GpuType, RunnerNode
@@ -71,7 +72,7 @@ def store_result(result: JobResult) -> str:
     if evaluation is None:
         return "unknown evaluation"
     if evaluation.is_terminal:
-        return f"ignored: already {evaluation.status}"
+        return f"ignored: already {evaluation.status}{gpu_time.record_after_cancel(evaluation, result)}"
     if str(evaluation.job_id) != result.job_id:
         return "ignored: stale job id"
     claimed_by = _claimant(evaluation)
@@ -79,8 +80,11 @@ def store_result(result: JobResult) -> str:
         return f"ignored: claimed by {claimed_by}, not {result.runner}"
     if evaluation.status == S.QUEUED and evaluation.enqueued_at is None:
         return "ignored: not handed to any runner"
+    began = gpu_time.job_began(evaluation)
     with transaction.atomic():
         outcome = _apply(evaluation, result)
+        if outcome.startswith("stored"):  # the job ended: the GPU time it used (a requeue records none)
+            gpu_time.record(evaluation, result, began)
     if outcome.startswith("stored"):
         transaction.on_commit(lambda: _after_terminal(evaluation.pk), robust=True)
     return outcome

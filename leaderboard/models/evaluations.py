@@ -94,6 +94,11 @@ class Evaluation(models.Model):
     provisional_report = models.JSONField(null=True, blank=True,
                                           help_text="Before the witness; shown while running, never ranked.")
     provisional_at = models.DateTimeField(null=True, blank=True, help_text="When the provisional report came.")
+    #: GPU time its job used (``leaderboard/gpu_time.py``): the seconds the job held its GPUs, by
+    #: the runner's clock bounded by the site's, times the GPU count. Null until a runner's result
+    #: ended it (and for evaluations the sweeper ended: no runner reported).
+    gpu_seconds = models.FloatField(null=True, blank=True,
+                                    help_text="Seconds its job held its GPUs, times the GPU count.")
 
     class Meta:
         ordering = ["-queued_at"]

@@ -11,6 +11,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
+from leaderboard import gpu_time
+from leaderboard.api import quotas
 from leaderboard.audience import public_message
 from leaderboard.dispatch.enqueue import pending_counts
 from leaderboard.models import (
@@ -86,8 +88,9 @@ def user_page(request: HttpRequest, username: str) -> HttpResponse:
     submissions = (Submission.objects.filter(user=person).select_related("problem").prefetch_related(evaluations)
                    .defer("source", "static_evidence", "launch_spec").order_by("-created_at")[:SUBMISSIONS_ON_USER_PAGE])
     total = Submission.objects.filter(user=person).count()
+    gpu_seconds = gpu_time.totals(gpu_time.of_user(person), quotas.day_bounds()[0])
     return render(request, "web/user.html", {"person": person, "submissions": submissions, "total": total,
-                                             "ranks": best_ranks(person)})
+                                             "ranks": best_ranks(person), "gpu_seconds": gpu_seconds})
 
 
 def integrity_entries() -> list[Evaluation]:

@@ -1,6 +1,9 @@
 """``python -m evaluator serve-spare``: a job's processes started and warmed before the job exists,
 on the CPU development device, as real processes.
 
+It stages first (imports, no device call), warms its device only on the runner's word, then takes
+one job; a line out of that order runs nothing.
+
 A spare serves exactly one job and exits; one that gets no job within its idle limit, whose
 child died, or whose stdin closed says ``not_ready`` and exits 75 having run nothing; a job in a
 spare gets the same verdicts as a fresh process; ranked mode streams a provisional report
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -21,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from evaluator.commands.spare_cmd import WARM_WORD
 from evaluator.jobstream import EXIT_NOT_READY
 from tests.harness_helpers import CHEATS, GOOD, REPO, run_cli
 
@@ -46,7 +51,15 @@ class Spare:
         self.events.append(event)
         return event
 
+    def staged(self) -> dict[str, Any]:
+        event = self.next_event()
+        assert event["event"] == "staged", event
+        return event
+
     def ready(self) -> dict[str, Any]:
+        """Staged, told to warm its device (the runner's word once no job runs there), ready."""
+        self.staged()
+        self.send(WARM_WORD, close=False)
         event = self.next_event()
         assert event["event"] == "ready", event
         return event
@@ -133,6 +146,32 @@ def test_a_spare_runs_exactly_one_job_and_exits(spare: Spare) -> None:
     assert reports[0]["sandbox"]["start"].startswith("a warm spare")
     assert "spare_start_up.imports" in reports[0]["phase_seconds"]
     assert gone(child) and gone(spare.process.pid)
+
+
+def test_a_spare_stages_without_its_device_and_warms_it_only_when_told(spare: Spare) -> None:
+    staged = spare.staged()["start_up_seconds"]
+    assert staged["child.imports"] > 0 and "child.stage" in staged and staged["judge.imports"] > 0
+    assert not [name for name in staged if name.startswith(("child.warm_up", "child.device_init", "judge.blas"))]
+    time.sleep(1.0)  # it waits for the word: nothing comes meanwhile
+    assert select.select([spare.process.stdout], [], [], 0)[0] == [] and spare.process.poll() is None
+    spare.send(WARM_WORD, close=False)
+    ready = spare.next_event()
+    assert ready["event"] == "ready"
+    warmed = ready["start_up_seconds"]
+    assert warmed["child.warm_up"] > 0 and warmed["child.warm_up.blas"] >= 0 and warmed["judge.blas"] >= 0
+    assert warmed["total"] == pytest.approx(warmed["staged"] + warmed["device"], abs=0.002)
+    spare.send(job(EXAMPLE))
+    events, code = spare.rest()
+    assert code == 0 and [event["report"]["status"] for event in events] == ["PASSED"]
+
+
+def test_a_job_line_before_the_word_to_warm_up_runs_nothing(spare: Spare) -> None:
+    spare.staged()
+    child = spare.child_pid()
+    spare.send(job(EXAMPLE))
+    events, code = spare.rest()
+    assert code == EXIT_NOT_READY and [event["event"] for event in events] == ["not_ready"]
+    assert "not the word to warm up" in events[0]["reason"] and gone(child)
 
 
 def test_a_job_in_a_spare_gets_the_verdict_a_fresh_process_gives() -> None:

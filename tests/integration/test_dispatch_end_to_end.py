@@ -50,9 +50,12 @@ def kernel(a, b, c):
     c.copy_(a + b)
 """
 STALE_S = 5
+#: Each user's evaluations in the broker at once (the fairness test's K).
+INFLIGHT = 2
 ENV = {"SOLBOARD_RUNNER_STALE_SECONDS": str(STALE_S), "SOLBOARD_SWEEP_SECONDS": "1",
        "SOLBOARD_HEARTBEAT_SECONDS": "1", "SOLBOARD_JOB_COMPILE_SECONDS": "30",
-       "SOLBOARD_JOB_TEST_SECONDS": "5", "SOLBOARD_JOB_RANKED_SECONDS": "60"}
+       "SOLBOARD_JOB_TEST_SECONDS": "5", "SOLBOARD_JOB_RANKED_SECONDS": "60",
+       "SOLBOARD_MAX_INFLIGHT_PER_USER": str(INFLIGHT)}
 
 
 @dataclass
@@ -120,7 +123,8 @@ def cluster(django_db_blocker: Any) -> Iterator[Cluster]:
             # This process's settings were read before ENV was set: the same values, as settings.
             with override_settings(CELERY_BROKER_URL=broker, SOLBOARD_RUNNER_STALE_SECONDS=STALE_S,
                                    SOLBOARD_SWEEP_SECONDS=1, SOLBOARD_JOB_COMPILE_SECONDS=30,
-                                   SOLBOARD_JOB_TEST_SECONDS=5, SOLBOARD_JOB_RANKED_SECONDS=60):
+                                   SOLBOARD_JOB_TEST_SECONDS=5, SOLBOARD_JOB_RANKED_SECONDS=60,
+                                   SOLBOARD_MAX_INFLIGHT_PER_USER=INFLIGHT):
                 yield cluster
         finally:
             for runner in cluster.runners:
@@ -241,6 +245,35 @@ def test_cancel_stops_a_running_and_a_queued_evaluation_and_frees_the_runner(
     for evaluation in (running, queued):
         evaluation.refresh_from_db()
         assert evaluation.status == "cancelled"
+
+
+def longest_run(owners: list[str]) -> int:
+    """The most jobs of one user that started one after the other."""
+    longest = current = 0
+    for index, owner in enumerate(owners):
+        current = current + 1 if index and owner == owners[index - 1] else 1
+        longest = max(longest, current)
+    return longest
+
+
+def test_two_users_looping_at_once_share_the_runner_fairly_each_job_in_a_spare_of_its_own(
+        cluster: Cluster, runner_a: RunnerProcess) -> None:
+    """Two agent loops on one CPU runner: ivan fires 5 submissions, then judy 5. With each user
+    held to K in the broker, their jobs start in turns of at most K (first come, first served
+    would run all of ivan's first), both loops finish, and every job ran in a warm spare no other
+    job (of either user) used."""
+    loops = {name: [submit(name, mode="test") for _ in range(5)] for name in ("ivan", "judy")}
+    done = [wait_for(evaluation, lambda e: e.is_terminal, timeout=300) for batch in loops.values() for evaluation in batch]
+    assert [evaluation.status for evaluation in done] == ["passed"] * 10, [e.message for e in done]
+    by_start = sorted(done, key=lambda evaluation: evaluation.started_at)
+    owners = [evaluation.submission.user.username for evaluation in by_start]
+    assert longest_run(owners) <= INFLIGHT, owners
+    assert owners.index("judy") < INFLIGHT * 2, owners  # judy never waits for all of ivan's loop
+    spares = [evaluation.report["sandbox"].get("warm_spare_id") for evaluation in by_start]
+    assert sum(spare is not None for spare in spares) >= 8, spares  # warm spares served the loops
+    used = [spare for spare in spares if spare is not None]
+    assert len(set(used)) == len(used), spares  # one spare, one job: never shared, never across users
+    assert all(evaluation.gpu_seconds is not None and evaluation.gpu_seconds > 0 for evaluation in done)
 
 
 def test_a_runner_killed_mid_job_is_replaced_and_the_job_completes_exactly_once(

@@ -75,6 +75,9 @@ def test_a_job_comes_back_as_a_report_that_describes_its_sandbox(node: Node) -> 
     assert report["sandbox"]["network"].startswith("namespace") or os.geteuid() != 0
     assert "gaps" in report["sandbox"] and report["sandbox"]["gpu_check"] == "not applicable (CPU device)"
     assert node.site.count("leaderboard.job_started", job.job_id) == 1
+    # The runner's GPU hold (the site bounds it, leaderboard/gpu_time.py): the locks taken -> the
+    # GPU check after the job, which covers the evaluator's run.
+    assert report["wall_seconds"] <= result["gpu_hold_seconds"] < report["wall_seconds"] + 60
 
 
 

@@ -112,6 +112,8 @@ def test_a_completed_cpu_report_is_stored_with_a_development_score(evaluation: E
     assert evaluation.status == "passed" and evaluation.rank_eligible
     assert evaluation.score == pytest.approx(expected ** (1 / len(shapes)))
     assert evaluation.shape_results.count() == len(shapes) and evaluation.runner.name == RUNNER
+    # No GPU hold in this result: the GPU time is the site's own wall time, job_started -> result.
+    assert evaluation.gpu_seconds is not None and 0 <= evaluation.gpu_seconds < 5
 
 
 def test_the_same_result_delivered_twice_is_recorded_once(evaluation: Evaluation, cpu_report: dict[str, Any]) -> None:
@@ -150,9 +152,10 @@ def test_a_report_for_another_problem_is_an_error(evaluation: Evaluation, cpu_re
 def test_a_terminal_status_never_changes(evaluation: Evaluation, cpu_report: dict[str, Any], alice: Any) -> None:
     started(evaluation)
     assert dispatch.cancel_evaluation(evaluation, alice)
-    assert dispatch.store_result(completed(evaluation, cpu_report)) == "ignored: already cancelled"
+    # The result changes nothing of the cancelled evaluation but the GPU time its job used.
+    assert dispatch.store_result(completed(evaluation, cpu_report)) == "ignored: already cancelled; GPU time recorded"
     evaluation.refresh_from_db()
-    assert evaluation.status == "cancelled"
+    assert evaluation.status == "cancelled" and evaluation.report is None and evaluation.gpu_seconds is not None
 
 
 def test_a_runner_error_requeues_on_a_new_job_id_until_the_attempts_are_spent(evaluation: Evaluation) -> None:

@@ -39,7 +39,7 @@ def test_a_multi_gpu_job_tells_the_evaluator_its_world_size(tmp_path: Path) -> N
 
 def test_a_multi_gpu_job_never_runs_in_a_warm_spare() -> None:
     unused: Any = None
-    spare = Spare("cpux2", unused, unused, "marker", spare_limits(CPU_X2), time.monotonic())
+    spare = Spare("cpux2", (), unused, unused, "marker", spare_limits(CPU_X2), time.monotonic())
     assert "multi-GPU job runs 2 fresh ranks" in (spare.fits(allreduce_job(2), CPU_X2) or "")
     assert spare.fits(allreduce_job(1), CPU_X2) is None
 

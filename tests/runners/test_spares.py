@@ -1,10 +1,11 @@
-"""Warm spares of a runner slot (runners/spares.py) on the real CPU runner path: the real jail, the
-slot's job user (when root), ``python -m evaluator serve-spare``, ``execute.run``.
+"""Warm spares of a runner slot (runners/spares.py, runners/spare_keeper.py) on the real CPU runner
+path: the real jail, the slot's job uids (when root), ``python -m evaluator serve-spare``,
+``execute.run``.
 
 A spare serves one job and is gone; a killed spare is replaced; a job runs when there is no spare
-(or the spare is not fit when handed the job); no spare warms while a job holds the slot's GPUs
-or while the slot is busy; a job stops other slots' spares on its GPUs; ranked jobs send their
-provisional report before the final one.
+(or the spare is not fit when handed the job); a spare stages while a job runs but warms its device
+only while no job holds the slot's GPUs; a job stops other slots' warm spares on its GPUs; ranked
+jobs send their provisional report before the final one.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from evaluator.report import EvaluationReport
 from runners import execute, procs, sandbox
 from runners.identities import Rotation
 from runners.slots import Slot, StateDir
-from runners.spares import Spare, SpareKeeper, stop_overlapping_spares
+from runners.spare_keeper import SpareKeeper
+from runners.spares import Spare, stop_overlapping_spares
 from solboard_common.protocol import Job, JobLimits, JobResult
 from tests.runner_helpers import make_job, traversable_folder
 
@@ -41,7 +43,7 @@ def ctx(uid_rotation: Rotation | None) -> Iterator[execute.Context]:
 
 @pytest.fixture
 def keeper(ctx: execute.Context) -> Iterator[SpareKeeper]:
-    kept = SpareKeeper(ctx).start()
+    kept = SpareKeeper(ctx, spares=1).start()
     yield kept
     kept.stop()
 
@@ -75,6 +77,9 @@ def run_job(keeper: SpareKeeper, ctx: execute.Context, job: Job,
     spare = keeper.take(job)
     try:
         with ctx.state.gpu_locks(ctx.slot.gpu_indices):
+            if spare is not None and not spare.ready:  # only staged: the job warms it (jobflow)
+                spare.warm([], by_job=True)
+                spare.wait_ready(READY_WITHIN_S)
             result = execute.run(job, ctx, lambda: None, spare=spare, on_provisional=on_provisional,
                                  received=received)
     finally:
@@ -150,22 +155,54 @@ def test_a_job_whose_limits_differ_from_the_spares_runs_fresh(keeper: SpareKeepe
     assert gone(spare.running.pid) and not spare.scratch.path.exists()
 
 
-def test_no_spare_warms_while_a_job_holds_the_slots_gpus(ctx: execute.Context) -> None:
-    keeper = SpareKeeper(ctx)
+def test_a_spare_stages_while_a_job_holds_the_slots_gpus_and_warms_only_after(ctx: execute.Context) -> None:
+    keeper = SpareKeeper(ctx, spares=1)
     try:
-        with ctx.state.gpu_locks(ctx.slot.gpu_indices):  # a job of another slot on the same GPUs
+        with ctx.state.gpu_locks(ctx.slot.gpu_indices):  # a job (this slot's or another's) on the GPUs
             keeper.start()
-            time.sleep(3)
-            assert keeper.started == 0 and keeper.spare() is None
-        ready_spare(keeper)
-        assert keeper.started == 1
+            eventually(lambda: (spare := keeper.spare()) is not None and spare.staged, what="a staged spare")
+            time.sleep(1.0)
+            spare = keeper.spare()
+            assert spare is not None and spare.staged and spare.warm_sent_at is None and not spare.ready
+            staged_nice = {procs.niceness(pid) for pid in spare.tree()} - {None}
+        warmed = ready_spare(keeper)
+        assert warmed is spare and keeper.started == 1 and not warmed.warmed_by_job
+        if ctx.users is not None:  # as root: staged at the lowest CPU priority, warmed at the job's
+            assert 19 in staged_nice and {procs.niceness(pid) for pid in warmed.tree()} - {None} == {0}
     finally:
         keeper.stop()
 
 
-def test_no_spare_starts_while_the_slot_is_busy_with_a_job(keeper: SpareKeeper, ctx: execute.Context) -> None:
-    ready_spare(keeper)
+def test_the_next_spare_stages_while_the_slot_is_busy_with_a_job_but_never_warms(ctx: execute.Context) -> None:
+    keeper = SpareKeeper(ctx, spares=1, beside_jobs=True).start()  # as on a GPU
+    try:
+        staged_beside_a_job(keeper)
+    finally:
+        keeper.stop()
+
+
+def staged_beside_a_job(keeper: SpareKeeper) -> None:
+    first = ready_spare(keeper)
     spare = keeper.take(make_job(6))
+    assert spare is first
+    try:
+        eventually(lambda: (nxt := keeper.spare()) is not None and nxt.staged, within_s=READY_WITHIN_S,
+                   what="the next spare staged while the slot is busy")
+        time.sleep(1.0)
+        following = keeper.spare()
+        assert following is not None and following is not first and keeper.started == 2
+        assert following.warm_sent_at is None and not following.ready  # busy: no word to warm up
+        assert following.user is None or first.user is None or set(following.user.uids).isdisjoint(first.user.uids)
+    finally:
+        spare.discard()
+        keeper.release()
+    assert ready_spare(keeper) is following  # idle again: the keeper warms it
+
+
+def test_on_the_cpu_device_no_spare_starts_while_the_slot_is_busy(keeper: SpareKeeper) -> None:
+    assert keeper.beside_jobs is False  # the CPU device's timed work is the host's own
+    ready_spare(keeper)
+    spare = keeper.take(make_job(11))
     assert spare is not None
     try:
         time.sleep(3)
@@ -174,6 +211,46 @@ def test_no_spare_starts_while_the_slot_is_busy_with_a_job(keeper: SpareKeeper, 
         spare.discard()
         keeper.release()
     eventually(lambda: keeper.started == 2, within_s=30, what="a new spare once the slot is idle")
+
+
+def test_a_job_that_takes_a_staged_spare_warms_it_under_its_own_locks(ctx: execute.Context) -> None:
+    keeper = SpareKeeper(ctx, spares=1)
+    try:
+        with ctx.state.gpu_locks(ctx.slot.gpu_indices):  # the keeper cannot warm it
+            keeper.start()
+            eventually(lambda: (spare := keeper.spare()) is not None and spare.staged, what="a staged spare")
+        used, result = run_job(keeper, ctx, make_job(8))
+    finally:
+        keeper.stop()
+    assert used is not None and used.warmed_by_job, "the keeper warmed it first: the test proves nothing"
+    assert result.outcome == "completed" and result.report is not None, result.message
+    assert result.report.status.value == "PASSED" and result.report.sandbox["start"].startswith("a warm spare")
+    phases = result.report.phase_seconds
+    assert phases["runner.spare_warmed_by_job"] == 1.0 and phases["runner.spare_warm"] > 0
+    assert phases["spare.staged"] > 0 and phases["spare.device"] > 0 and "spare.child.warm_up.blas" in phases
+
+
+def test_the_ended_job_warms_the_next_spare_and_keeps_the_locks_until_it_is_ready(ctx: execute.Context) -> None:
+    keeper = SpareKeeper(ctx, spares=2, beside_jobs=True)
+    try:
+        keeper.start()
+        first = ready_spare(keeper)
+        eventually(lambda: len(keeper.spares()) == 2 and keeper.spares()[1].staged, what="two spares")
+        taken = keeper.take(make_job(9))
+        assert taken is first
+        with ctx.state.gpu_locks(ctx.slot.gpu_indices):
+            result = execute.run(make_job(9), ctx, lambda: None, spare=taken)
+            following = keeper.warm_next_after_job()
+            assert following is not None and following.warming and not following.warmed_by_job
+            assert ctx.state.try_gpu_locks(ctx.slot.gpu_indices) is None  # the job's locks cover its warm-up
+            keeper.wait_warm(following, READY_WITHIN_S)
+            assert following.ready
+        keeper.release()
+        assert result.outcome == "completed", result.message
+        assert keeper.take(make_job(10)) is following
+        keeper.release()
+    finally:
+        keeper.stop()
 
 
 def test_a_job_stops_the_spare_another_slot_keeps_on_its_gpus(keeper: SpareKeeper, ctx: execute.Context) -> None:

@@ -12,6 +12,7 @@ from evaluator.harness.request import Limits
 from evaluator.report import EvaluationReport
 from evaluator.vocabulary import COMPILE_LIMIT_S, LANGUAGES, MODES, RANKED_LIMIT_S, TEST_LIMIT_S, stage_limits
 from leaderboard.models import Language, Mode
+from solboard_client.commands import MODE_OF
 from solboard_client.main import build_parser as client_parser
 from solboard_common.protocol import Job, JobLimits
 
@@ -41,7 +42,10 @@ def test_both_command_lines_offer_exactly_those_words() -> None:
     run_cmd.add_arguments(evaluator)
     assert choices_of(evaluator, "--language") == list(LANGUAGES) and choices_of(evaluator, "--mode") == list(MODES)
     submit = client_parser()._subparsers._group_actions[0].choices["submit"]  # type: ignore[union-attr]
-    assert choices_of(submit, "--mode") == list(MODES)
+    offered = choices_of(submit, "--mode")
+    assert offered[:len(MODES)] == list(MODES)
+    # the rest are popcorn-cli's names, each run as one of the site's modes
+    assert set(offered) == set(MODE_OF) and set(MODE_OF.values()) == set(MODES)
 
 
 def test_stage_limit_defaults_agree_between_the_protocol_the_request_and_the_cli() -> None:

@@ -182,3 +182,16 @@ def quotas(body: dict[str, Any], out: TextIO = sys.stdout) -> None:
             for row in daily.get("used", [])]
     if rows:
         table(["problem", "gpu_type", "used today", "limit", "left"], rows, out)
+    gpu = body.get("gpu_seconds")
+    if gpu:
+        print(f"GPU time ({gpu.get('definition', 'GPU-seconds')}):", file=out)
+        _gpu_seconds_line("you", gpu, out)
+        if gpu.get("token"):
+            _gpu_seconds_line(f"this token ({gpu['token'].get('prefix')})", gpu["token"], out)
+
+
+def _gpu_seconds_line(who: str, part: dict[str, Any], out: TextIO) -> None:
+    limit = part.get("limit_per_day")
+    cap = f" of {limit:g} s a day ({part.get('left_today'):g} s left)" if limit else " (no daily limit)"
+    print(f"  {who}: {part.get('used_today', 0):g} s charged today{cap}; {part.get('total', 0):g} s in all",
+          file=out)

@@ -147,6 +147,7 @@ def test_my_submissions_and_my_quota(site: dict[str, str]) -> None:
     assert mine.returncode == 0 and "vector_add" in mine.stdout and "submission(s)" in mine.stdout
     quota = solboard(site, "quota")
     assert quota.returncode == 0 and "queued or running at once:" in quota.stdout
+    assert "GPU time" in quota.stdout and "s charged today" in quota.stdout
     listed = json.loads(solboard(site, "submissions", "--json").stdout)
     assert listed["count"] >= 1
     line = events(solboard(site, "quota", "--jsonl").stdout)

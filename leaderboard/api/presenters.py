@@ -14,6 +14,7 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
+from evaluator.vocabulary import Status
 from leaderboard.models import Evaluation, EvaluationStatus, Mode, Problem, ShapeResult, Submission
 from leaderboard.models.integrity import Withdrawal
 from leaderboard.queues import availability, live_runners_by_queue, queue_position, unserved
@@ -91,7 +92,7 @@ def _unwitnessed(report: dict[str, Any]) -> str:
     reasons = []
     for shape in report.get("shapes", []):
         witness = shape.get("witness")
-        if shape.get("status") != "PASSED" or (witness and witness.get("confirmed")):
+        if shape.get("status") != Status.PASSED or (witness and witness.get("confirmed")):
             continue
         why = (witness or {}).get("message") or "no witness measurement"
         reasons.append(f"{shape.get('shape_id')}: {why}")

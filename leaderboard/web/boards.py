@@ -22,6 +22,7 @@ from typing import Any
 from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 
+from evaluator.vocabulary import Status
 from leaderboard.models import (
     Evaluation,
     EvaluationStatus,
@@ -33,7 +34,7 @@ from leaderboard.models import (
     Shape,
     ShapeResult,
 )
-from leaderboard.rankings import PASSED_SHAPE_STATUS, ranking_rows
+from leaderboard.rankings import ranking_rows
 from leaderboard.web.agents import agents_of
 from leaderboard.web.sol import shape_sol
 
@@ -108,7 +109,7 @@ def board_shapes(problem: Problem, gpu: GpuType, version: int | None = None) -> 
 
 def shape_figures(evaluation_ids: Iterable[int]) -> dict[int, list[ShapeFigures]]:
     """Passed per-shape results of these evaluations, in one query."""
-    rows = ShapeResult.objects.filter(evaluation_id__in=list(evaluation_ids), status=PASSED_SHAPE_STATUS).values_list(
+    rows = ShapeResult.objects.filter(evaluation_id__in=list(evaluation_ids), status=Status.PASSED).values_list(
         "evaluation_id", "shape_id", "median_us", "speedup", "sol_fraction", "baseline_median_us", "score")
     figures: dict[int, list[ShapeFigures]] = defaultdict(list)
     for evaluation_id, *values in rows:

@@ -20,7 +20,7 @@ from evaluator.harness.outcome import JudgeOutcome
 from evaluator.harness.request import EvaluationRequest, Limits, world_size_of
 from evaluator.problems import Problem, get_problem
 from evaluator.report import EvaluationReport
-from evaluator.vocabulary import LANGUAGES, MODES
+from evaluator.vocabulary import CPU, CUDA, DEVICES, LANGUAGES, MODES, PYTHON, RANKED, TEST
 
 if TYPE_CHECKING:
     from evaluator.harness.warm import WarmStart
@@ -29,13 +29,13 @@ __all__ = ["EvaluationRequest", "HarnessError", "Limits", "evaluate"]
 
 #: Seconds of timing per shape (kernel, baseline) by (device, mode). docs/harness.md explains.
 BUDGETS = {
-    ("cuda", "ranked"): (0.6, 0.4),
-    ("cuda", "test"): (0.25, 0.15),
-    ("cpu", "ranked"): (0.08, 0.04),
-    ("cpu", "test"): (0.05, 0.03),
+    (CUDA, RANKED): (0.6, 0.4),
+    (CUDA, TEST): (0.25, 0.15),
+    (CPU, RANKED): (0.08, 0.04),
+    (CPU, TEST): (0.05, 0.03),
 }
 #: Memory for the rotating input sets of one shape.
-SET_CAP_BYTES = {"cuda": 4 << 30, "cpu": 64 << 20}
+SET_CAP_BYTES = {CUDA: 4 << 30, CPU: 64 << 20}
 
 
 class HarnessError(RuntimeError):
@@ -45,9 +45,9 @@ class HarnessError(RuntimeError):
 def _check(request: EvaluationRequest) -> None:
     if request.language not in LANGUAGES:
         raise ValueError(f"unknown language {request.language!r}")
-    if request.device not in ("cuda", "cpu"):
+    if request.device not in DEVICES:
         raise ValueError(f"unknown device {request.device!r}")
-    if request.device == "cpu" and request.language != "python":
+    if request.device == CPU and request.language != PYTHON:
         raise ValueError(f"{request.language} submissions need a GPU: the CPU development device runs Python only")
     if request.mode not in MODES:
         raise ValueError(f"unknown mode {request.mode!r}")
@@ -128,11 +128,11 @@ def _judge(request: EvaluationRequest, problem: Problem, shape_ids: list[str], c
     judge.outcome.phase_seconds["judge_start"] = round(time.perf_counter() - began, 3)
     try:
         outcome = judge.run()
-        if request.mode == "ranked" and outcome.status is None:
-            if any(shape.get("timing") for shape in outcome.shapes):
+        if request.mode == RANKED and outcome.status is None:
+            if any(result.timing for result in outcome.shapes):
                 provisional(outcome)
             began = time.perf_counter()
-            passed = [(problem.shape(shape["shape_id"]), shape) for shape in outcome.shapes]
+            passed = [(problem.shape(result.shape_id), result) for result in outcome.shapes]
             outcome.notes += witness_shapes(judge, passed)
             # The witness's whole cost to the job: its stage, and the early load's wait before the
             # ranked stage (witness_run.await_load) when the test stage did not hide it all.

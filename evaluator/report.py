@@ -9,63 +9,13 @@ published in ``docs/report-schema.json``.
 
 from __future__ import annotations
 
-from enum import Enum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from evaluator.vocabulary import Language, Mode
+from evaluator.vocabulary import Device, Language, Mode, Status
 
 REPORT_SCHEMA_VERSION = 2
-
-
-class Status(str, Enum):
-    """What happened, in words that say what went wrong."""
-
-    PASSED = "PASSED"
-    COMPILE_ERROR = "COMPILE_ERROR"  # source did not import / compile / assemble, or no kernel entry
-    RUNTIME_ERROR = "RUNTIME_ERROR"  # the kernel raised or faulted (CUDA error, exception)
-    INCORRECT_SHAPE = "INCORRECT_SHAPE"  # an output's shape or layout changed
-    INCORRECT_DTYPE = "INCORRECT_DTYPE"  # an output's dtype or device changed
-    INCORRECT_NUMERICAL = "INCORRECT_NUMERICAL"  # values outside tolerance, NaN/Inf, unwritten output
-    TIMEOUT = "TIMEOUT"  # a stage ran past its time limit; the process group was killed
-    REJECTED = "REJECTED"  # caught by an anti-cheat check; the message says which and why
-
-    @property
-    def verdict(self) -> str:
-        """The site's coarse status for this evaluator status (README.md, "Architecture")."""
-        return _VERDICTS[self]
-
-
-_VERDICTS = {
-    Status.PASSED: "passed",
-    Status.COMPILE_ERROR: "error",
-    Status.RUNTIME_ERROR: "error",
-    Status.INCORRECT_SHAPE: "failed",
-    Status.INCORRECT_DTYPE: "failed",
-    Status.INCORRECT_NUMERICAL: "failed",
-    Status.TIMEOUT: "timeout",
-    Status.REJECTED: "rejected",
-}
-
-#: Order in which a shape's status decides the evaluation's status: the worst wins.
-STATUS_SEVERITY = [
-    Status.REJECTED,
-    Status.COMPILE_ERROR,
-    Status.TIMEOUT,
-    Status.RUNTIME_ERROR,
-    Status.INCORRECT_DTYPE,
-    Status.INCORRECT_SHAPE,
-    Status.INCORRECT_NUMERICAL,
-    Status.PASSED,
-]
-
-
-def worst_status(statuses: list[Status]) -> Status:
-    """The most severe of several statuses (PASSED only when every one passed)."""
-    if not statuses:
-        return Status.PASSED
-    return min(statuses, key=STATUS_SEVERITY.index)
 
 
 class _Model(BaseModel):
@@ -378,7 +328,7 @@ class ShapeReport(_Model):
 
 
 class DeviceInfo(_Model):
-    kind: Literal["cuda", "cpu"]
+    kind: Device
     name: str = Field(description="e.g. 'NVIDIA H200' or the CPU model.")
     gpu_type: str = Field(description="Catalogue key: h100, h200, b200, cpu, or 'unknown:<name>'.")
     development_device: bool = Field(description="True on the CPU development device: wall-clock, no SOL.")

@@ -31,14 +31,20 @@ def shape_score(t_k: float, t_b: float, t_sol_s: float) -> float:
     return 1.0 / (1.0 + (t_k - t_sol_s) / (t_b - t_sol_s))
 
 
+def geometric_mean(values: list[float]) -> float:
+    """The geometric mean of positive values, in log space (no overflow or underflow on the way)."""
+    if not values or any(not value > 0 for value in values):
+        raise ValueError(f"a geometric mean needs positive values, not {values}")
+    return math.exp(sum(math.log(value) for value in values) / len(values))
+
+
 def problem_score(scores: list[float], floor: float = SCORE_FLOOR) -> float:
     """Geometric mean of per-shape scores, in log space, each score floored at ``floor``."""
     if not scores:
         raise ValueError("a problem score needs at least one shape score")
     if any(math.isnan(score) for score in scores):
         raise ValueError(f"NaN among shape scores {scores}")
-    logs = [math.log(max(score, floor)) for score in scores]
-    return math.exp(sum(logs) / len(logs))
+    return geometric_mean([max(score, floor) for score in scores])
 
 
 def sol_figures(

@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from evaluator.vocabulary import Status, Verdict
+
 #: The error kinds a public summary may name, in the order they are tried.
 ERROR_KINDS = ("syntax_error", "import_error", "no_kernel", "build_error", "wrong_language", "runtime_error",
                "wrong_output", "wrong_shape", "wrong_dtype", "timeout", "rejected", "site_refused",
@@ -49,14 +51,14 @@ def may_see_details(user: Any, submission: Any) -> bool:
 def error_kind(status: str, evaluator_status: str, message: str) -> str | None:
     """One word of ``ERROR_KINDS`` for a failed evaluation (None when it passed or is not over)."""
     text = message.lower()
-    by_evaluator = {"RUNTIME_ERROR": "runtime_error", "INCORRECT_NUMERICAL": "wrong_output",
-                    "INCORRECT_SHAPE": "wrong_shape", "INCORRECT_DTYPE": "wrong_dtype", "TIMEOUT": "timeout",
-                    "REJECTED": "rejected"}
+    by_evaluator = {Status.RUNTIME_ERROR: "runtime_error", Status.INCORRECT_NUMERICAL: "wrong_output",
+                    Status.INCORRECT_SHAPE: "wrong_shape", Status.INCORRECT_DTYPE: "wrong_dtype",
+                    Status.TIMEOUT: "timeout", Status.REJECTED: "rejected"}
     if status == "cancelled":
         return "cancelled"
     if text.startswith("the site refused"):
         return "site_refused"
-    if evaluator_status == "COMPILE_ERROR":
+    if evaluator_status == Status.COMPILE_ERROR:
         return _compile_kind(text)
     if evaluator_status in by_evaluator:
         return by_evaluator[evaluator_status]
@@ -83,7 +85,7 @@ def exploit_class(message: str) -> int | None:
 
 def failing_shape(report: dict[str, Any] | None) -> str | None:
     for shape in (report or {}).get("shapes", []):
-        if shape.get("status") not in (None, "PASSED") and isinstance(shape.get("shape_id"), str):
+        if shape.get("status") not in (None, Status.PASSED) and isinstance(shape.get("shape_id"), str):
             return str(shape["shape_id"])
     return None
 
@@ -122,7 +124,7 @@ def public_message(status: str, evaluator_status: str, message: str, report: dic
 
 
 def public_shape_message(status: str, message: str) -> str:
-    if status in ("PASSED", "passed") or not message:
+    if status in (Status.PASSED, Verdict.PASSED) or not message:
         return ""
     return f"{status}; {PRIVATE_DETAILS}"
 

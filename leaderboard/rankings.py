@@ -22,6 +22,7 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
+from evaluator.vocabulary import Status
 from leaderboard.models import (
     Evaluation,
     EvaluationStatus,
@@ -34,8 +35,6 @@ from leaderboard.models import (
     ShapeResult,
 )
 from leaderboard.signals import rankings_changed
-
-PASSED_SHAPE_STATUS = "PASSED"
 
 
 @dataclass(frozen=True)
@@ -108,7 +107,7 @@ def _passed_ranked_shape_results(evaluation: Evaluation) -> list[ShapeResult]:
     shapes = {"shape__cpu": True} if evaluation.gpu_type.development_device else {"shape__ranked": True}
     return list(
         evaluation.shape_results.filter(
-            status=PASSED_SHAPE_STATUS, median_us__isnull=False, **shapes
+            status=Status.PASSED, median_us__isnull=False, **shapes
         ).select_related("shape")
     )
 

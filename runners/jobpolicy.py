@@ -16,7 +16,7 @@ import os
 import signal
 from collections.abc import Callable
 
-from evaluator.vocabulary import Mode
+from evaluator.vocabulary import CPU, CUDA, Mode
 from runners import gpus, sandbox
 from runners.slots import Slot
 from solboard_common.protocol import JobLimits
@@ -57,7 +57,7 @@ def host_memory_cap() -> int:
 def limits_from(limits: JobLimits, slot: Slot, mode: Mode = "ranked") -> sandbox.Limits:
     wall = wall_seconds(limits, mode)
     address_space = None
-    if slot.device == "cpu":
+    if slot.device == CPU:
         address_space = limits.memory_bytes or CPU_ADDRESS_SPACE_BYTES
     return sandbox.Limits(
         wall_seconds=wall,
@@ -81,7 +81,7 @@ def sandbox_report_bytes() -> int:
 
 
 def gpu_memory_budget(limits: JobLimits, slot: Slot) -> int | None:
-    if slot.device != "cuda":
+    if slot.device != CUDA:
         return None
     total = gpus.memory_of(slot.gpu_indices)
     if not total:

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evaluator.vocabulary import CPU, CUDA
 from runners import calibration, gpus, heartbeat, identities, jobflow, sandbox
 from runners.celery_app import SUPERVISOR_PID_VARIABLE, build_app
 from runners.slots import Slot, StateDir, plan_slots
@@ -57,10 +58,10 @@ class NodeConfig:
 
 def resolve_gpus(device: str, only: list[int] | None) -> list[GpuInfo]:
     """GPUs this node serves: none on the CPU device; ``auto`` falls back to the CPU device."""
-    if device == "cpu":
+    if device == CPU:
         return []
     found = gpus.discover(only)
-    if device == "cuda" and not found:
+    if device == CUDA and not found:
         raise NodeError("--device cuda but NVML finds no GPU (is the driver loaded?)")
     return found
 
@@ -159,7 +160,7 @@ class Node:
                 done[gpu.gpu_type] = calibration.calibrate(folder, gpu.gpu_type, gpu.driver, gpu.index)
         drivers = {gpu.index: gpu.driver for gpu in self.gpus}
         for slot in self.slots:
-            if slot.device == "cuda" and len(slot.gpu_indices) > 1:
+            if slot.device == CUDA and len(slot.gpu_indices) > 1:
                 done[slot.key] = calibration.calibrate_link(folder, slot.gpu_type, drivers[slot.gpu_indices[0]],
                                                             slot.gpu_indices, done.get(slot.gpu_type))
         return done

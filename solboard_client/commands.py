@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.ptx.sourcetext import decode_source
+from evaluator.vocabulary import RANKED, TEST, Mode, language_of_file
 from solboard_client import config, render
 from solboard_client.follow import Limits, follow, stopped_message
 from solboard_client.output import Output
@@ -21,13 +22,12 @@ EXIT_OK, EXIT_KERNEL, EXIT_REFUSED, EXIT_SERVICE, EXIT_RETRY_LATER, EXIT_NOT_FIN
 #: Refusals at submit/check time that are about the kernel itself, not the request.
 KERNEL_CODES = {"syntax_error", "compile_error", "invalid_source", "invalid_launch_spec", "source_too_large"}
 KERNEL_STATUSES = {"failed", "timeout", "rejected"}
-EXTENSIONS = {".py": "python", ".ptx": "ptx", ".cu": "cuda", ".cuh": "cuda"}
 SUBMIT_RETRIES = 3
 #: submit/status/rerun --wait stop after this long when no runner serves what is left to run.
 NO_RUNNER_TIMEOUT_S = 120.0
 #: popcorn-cli's modes as the site runs them: benchmark times without ranking; profile is a ranked
 #: run (its witness runs Nsight Compute) whose profile is printed at the end.
-MODE_OF = {"test": "test", "benchmark": "test", "ranked": "ranked", "leaderboard": "ranked", "profile": "ranked"}
+MODE_OF: dict[str, Mode] = {TEST: TEST, RANKED: RANKED, "benchmark": TEST, "leaderboard": RANKED, "profile": RANKED}
 
 
 def client(args: argparse.Namespace) -> Client:
@@ -38,7 +38,7 @@ def client(args: argparse.Namespace) -> Client:
 def language_of(path: Path, given: str | None) -> str:
     if given:
         return given
-    return EXTENSIONS.get(path.suffix.lower(), "python")
+    return language_of_file(path.name)
 
 
 def verdict_exit(body: dict[str, Any]) -> int:

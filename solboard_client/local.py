@@ -13,13 +13,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from evaluator.vocabulary import CPU, CUDA, Status
 from solboard_client import render
 from solboard_client.commands import EXIT_KERNEL, EXIT_OK, EXIT_SERVICE, language_of
 from solboard_client.output import Output
 
 
 def default_device() -> str:
-    return "cuda" if shutil.which("nvidia-smi") else "cpu"
+    return CUDA if shutil.which("nvidia-smi") else CPU
 
 
 def evaluator_argv(args: argparse.Namespace) -> list[str]:
@@ -49,4 +50,4 @@ def run(args: argparse.Namespace, out: Output) -> int:
                      [(s["shape_id"], s["status"], (s.get("timing") or {}).get("median_us"),
                        (s.get("baseline_timing") or {}).get("median_us"), s.get("message", "")[:80])
                       for s in report.get("shapes", [])])
-    return EXIT_OK if report["status"] == "PASSED" else EXIT_KERNEL
+    return EXIT_OK if report["status"] == Status.PASSED else EXIT_KERNEL

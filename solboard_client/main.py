@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from evaluator.vocabulary import DEFAULT_MODE, LANGUAGES
+from evaluator.vocabulary import DEFAULT_MODE, DEVICES, LANGUAGES, MODES
 from solboard_client import account, commands, local, native
 from solboard_client import commands as c
 from solboard_client.helptext import COMMAND_HELP, epilog
@@ -17,8 +17,8 @@ from solboard_client.transport import ApiFailure, ServiceFailure
 
 COMMANDS = ("login", "whoami", "problems", "problem", "submit", "status", "report", "cancel", "rerun",
             "submissions", "quota", "leaderboard", "check", "run")
-#: popcorn-cli's mode names, and what the site does for each.
-SUBMIT_MODES = ("test", "ranked", "benchmark", "leaderboard", "profile")
+#: The site's modes and popcorn-cli's names for them (``commands.MODE_OF``).
+SUBMIT_MODES = tuple(commands.MODE_OF)
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter):
@@ -105,8 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     _kernel_options(_add(sub, "check", common))
     run = _add(sub, "run", common)
     _kernel_options(run, gpu_required=False)
-    run.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda when a GPU is visible")
-    run.add_argument("--mode", choices=("test", "ranked"), default=DEFAULT_MODE, help="see modes below")
+    run.add_argument("--device", choices=DEVICES, help="default: cuda when a GPU is visible")
+    run.add_argument("--mode", choices=MODES, default=DEFAULT_MODE, help="see modes below")
     return parser
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], out: TextIO = sys.stdout) -> None:
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], out: TextIO | None = None) -> None:
     cells = [[_cell(value) for value in row] for row in rows]
     widths = [max(len(str(h)), *(len(row[i]) for row in cells)) if cells else len(str(h))
               for i, h in enumerate(headers)]
@@ -25,7 +25,7 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def as_json(value: Any, out: TextIO = sys.stdout) -> None:
+def as_json(value: Any, out: TextIO | None = None) -> None:
     print(json.dumps(value, indent=2, sort_keys=True, default=str), file=out)
 
 
@@ -50,7 +50,7 @@ def evaluation_line(evaluation: dict[str, Any]) -> str:
     return text
 
 
-def problem(body: dict[str, Any], out: TextIO = sys.stdout) -> None:
+def problem(body: dict[str, Any], out: TextIO | None = None) -> None:
     print(f"{body['name']}: {body['title']} (version {body['version']}, languages {', '.join(body['languages'])})",
           file=out)
     print(f"baseline: {body['baseline']}\n", file=out)
@@ -61,13 +61,13 @@ def problem(body: dict[str, Any], out: TextIO = sys.stdout) -> None:
     table(["shape", "ranked", *(f"t_sol_us {g}" for g in gpus)], rows, out)
 
 
-def status(body: dict[str, Any], out: TextIO = sys.stdout) -> None:
+def status(body: dict[str, Any], out: TextIO | None = None) -> None:
     print(f"submission {body['id']}: {body['status']}", file=out)
     for evaluation in body["evaluations"]:
         print("  " + evaluation_line(evaluation), file=out)
 
 
-def boards(found: list[dict[str, Any]], out: TextIO = sys.stdout) -> None:
+def boards(found: list[dict[str, Any]], out: TextIO | None = None) -> None:
     for board in found:
         title = f"{board['problem']} v{board['version']} on {board['gpu_type']}" + (
             f", shape {board['shape']}" if board["shape"] else "")
@@ -78,13 +78,13 @@ def boards(found: list[dict[str, Any]], out: TextIO = sys.stdout) -> None:
         print(file=out)
 
 
-def checked(name: str, problem_name: str, gpus: list[str], answer: dict[str, Any], out: TextIO = sys.stdout) -> None:
+def checked(name: str, problem_name: str, gpus: list[str], answer: dict[str, Any], out: TextIO | None = None) -> None:
     print(f"{name}: accepted for {problem_name} on {', '.join(gpus)} ({answer['language']})", file=out)
     if answer.get("quota"):
         print(f"note: a submission now would be refused: {answer['quota']}", file=out)
 
 
-def submission_report(body: dict[str, Any], out: TextIO = sys.stdout) -> None:
+def submission_report(body: dict[str, Any], out: TextIO | None = None) -> None:
     """Each evaluation with its message, per-shape table and why it is not ranked."""
     agent = body.get("agent")
     label = f" by agent {agent['name']}" if agent and agent.get("name") else ""
@@ -100,7 +100,7 @@ def submission_report(body: dict[str, Any], out: TextIO = sys.stdout) -> None:
             print(f"  not ranked: {evaluation['not_ranked_reason']}", file=out)
 
 
-def shapes_table(shapes: list[dict[str, Any]], out: TextIO = sys.stdout) -> None:
+def shapes_table(shapes: list[dict[str, Any]], out: TextIO | None = None) -> None:
     rows = [(s["shape_id"], s["status"], s.get("median_us"), s.get("baseline_median_us"), s.get("t_sol_us"),
              s.get("sol_fraction"), s.get("bound"), s.get("score")) for s in shapes]
     table(["shape", "status", "median_us", "baseline_us", "t_sol_us", "sol", "bound", "score"], rows, out)
@@ -137,7 +137,7 @@ def evaluation_summary(evaluation: dict[str, Any]) -> dict[str, Any]:
     return {key: evaluation.get(key) for key in SUMMARY_KEYS}
 
 
-def profiles(body: dict[str, Any], out: TextIO = sys.stdout) -> None:
+def profiles(body: dict[str, Any], out: TextIO | None = None) -> None:
     """Each shape's Nsight Compute profile from the reports (``--mode profile``), or why there is none."""
     for evaluation in body["evaluations"]:
         print(f"\nprofile: {evaluation_line(evaluation)}", file=out)
@@ -161,7 +161,7 @@ def profiles(body: dict[str, Any], out: TextIO = sys.stdout) -> None:
             table(["kernel", "us", "sm_%", "dram_%", "occupancy_%", "regs", "top stalls"], rows, out)
 
 
-def submission_rows(page: dict[str, Any], out: TextIO = sys.stdout) -> None:
+def submission_rows(page: dict[str, Any], out: TextIO | None = None) -> None:
     """Your submissions, one row each, with each evaluation's status and score."""
     rows = [(item["id"], item["problem"], item["language"], str(item["created_at"])[:16].replace("T", " "),
              item["status"], "; ".join(f"{e['gpu_type']} {e['mode']} run {e['run_number']}: {e['status']}"
@@ -172,7 +172,7 @@ def submission_rows(page: dict[str, Any], out: TextIO = sys.stdout) -> None:
     print(f"{page['count']} submission(s)" + (" (more: --page)" if page.get("next") else ""), file=out)
 
 
-def quotas(body: dict[str, Any], out: TextIO = sys.stdout) -> None:
+def quotas(body: dict[str, Any], out: TextIO | None = None) -> None:
     queued = body["queued"]
     print(f"queued or running at once: {queued['used']} of {queued['limit']} ({queued['left']} left)", file=out)
     daily = body["daily_per_problem"]

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from evaluator.report import EvaluationReport
-from evaluator.vocabulary import COMPILE_LIMIT_S, RANKED_LIMIT_S, TEST_LIMIT_S, Language, Mode
+from evaluator.vocabulary import COMPILE_LIMIT_S, RANKED_LIMIT_S, TEST_LIMIT_S, Device, Language, Mode
 
 #: 1: jobs, results, job_started, heartbeats, control. 2: adds ``JobProvisional``
 #: (``SITE_PROVISIONAL_TASK``): a ranked job's report before its witness, shown, never ranked.
@@ -180,7 +180,7 @@ class Heartbeat(_Message):
     protocol: int = PROTOCOL_VERSION
     runner: str
     node: str = Field(default="", description="Runner node name: its control queue is control_queue(node).")
-    device: Literal["cuda", "cpu"] = "cuda"
+    device: Device = "cuda"
     healthy: bool = Field(default=True, description="False when the slot cannot take jobs (GPU still held, ...).")
     problem: str = Field(default="", description="Why the slot is unhealthy.")
     hostname: str

@@ -39,3 +39,14 @@ def evaluate_file(problem: str, path: Path, *extra: str, stdin: str | None = Non
     result = run_cli("run", problem, str(path), "--json", *extra, stdin=stdin)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout)
+
+
+def timed_result(timing: dict[str, Any], round_trip_low_us: float | None = None) -> Any:
+    """A passed shape's result as the judge holds it after the timing: the child's statistics and the
+    judge's clock (its 10th percentile ``round_trip_low_us``), for the witness's arithmetic."""
+    from evaluator.harness.outcome import JudgeClock, ShapeResult
+    from evaluator.vocabulary import Status
+
+    clock = JudgeClock(round_trip_us=round_trip_low_us, round_trip_low_us=round_trip_low_us, round_trips_us=[],
+                       calls=30, checked_calls=3)
+    return ShapeResult(shape_id="s", axes={}, ranked=True, status=Status.PASSED, timing=timing, clock=clock)

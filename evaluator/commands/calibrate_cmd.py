@@ -18,6 +18,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from evaluator.vocabulary import CUDA, DEVICES
+
 HELP = "measure attainable ceilings (bf16 GEMM TFLOP/s, copy TB/s) on this GPU, or the link of N GPUs"
 
 GEMM_SIZE = 8192
@@ -30,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=RUNS)
     parser.add_argument("--world-size", type=int, default=1, metavar="N",
                         help="N > 1: the all-reduce bus bandwidth of N GPUs (the link ceiling) instead")
-    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+    parser.add_argument("--device", choices=DEVICES, default=CUDA,
                         help="cpu: the link measurement with gloo (a check of the path, no SOL figure)")
 
 
@@ -101,7 +103,7 @@ def main(args: argparse.Namespace) -> int:
     import torch
 
     if args.world_size > 1:
-        available = torch.cuda.device_count() if args.device == "cuda" else args.world_size
+        available = torch.cuda.device_count() if args.device == CUDA else args.world_size
         if available < args.world_size:
             print(f"error: the link of {args.world_size} GPUs needs {args.world_size} GPUs, {available} visible",
                   file=sys.stderr)

@@ -13,6 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from evaluator.vocabulary import language_of_file
+
 HELP = "Validate a PTX/CUDA submission with ptxas: errors, resources, PTX and SASS instruction families."
 
 
@@ -33,7 +35,7 @@ def main(args: argparse.Namespace) -> int:
     from evaluator.problems import CatalogueError
     from evaluator.ptx import validate_upload
 
-    language = args.language or ("cuda" if args.file.suffix in (".cu", ".cuh") else "ptx")
+    language = args.language or ("cuda" if language_of_file(args.file.name) == "cuda" else "ptx")
     try:
         source = args.file.read_text()
         spec = args.spec.read_text() if args.spec else None

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 from evaluator import jobstream
 from evaluator.vocabulary import (
     COMPILE_LIMIT_S,
+    CUDA,
+    DEVICES,
     LANGUAGES,
     MODES,
     RANKED_LIMIT_S,
@@ -22,6 +24,7 @@ from evaluator.vocabulary import (
     TEST_MODE_RANKED_LIMIT_S,
     TEST_MODE_TEST_LIMIT_S,
     Language,
+    language_of_file,
     stage_limits,
 )
 
@@ -42,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--language", choices=LANGUAGES, default=None,
                         help="default: from the file's extension (.ptx, .cu/.cuh, else python)")
     parser.add_argument("--spec", type=Path, default=None, help="launch spec for PTX/CUDA")
-    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--device", choices=DEVICES, default=CUDA)
     parser.add_argument("--mode", choices=MODES, default="test")
     parser.add_argument(
         "--seed", type=int, default=None, help="public seed (default: the problem's test seeds)"
@@ -74,12 +77,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "report when the ranked stage ends, then the final report (what runners read)")
 
 
-#: The language a file's extension names; anything else is Python.
-EXTENSIONS: dict[str, Language] = {".ptx": "ptx", ".cu": "cuda", ".cuh": "cuda", ".py": "python"}
-
-
 def language_of(path: Path) -> Language:
-    return EXTENSIONS.get(path.suffix.lower(), "python")
+    return language_of_file(path.name)
 
 
 def _secret_from_stdin() -> int:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from evaluator import jobstream
 from evaluator.commands import run_cmd
-from evaluator.vocabulary import COMPILE_LIMIT_S
+from evaluator.vocabulary import COMPILE_LIMIT_S, CUDA, DEVICES
 
 if TYPE_CHECKING:
     from evaluator.harness.warm import WarmStart
@@ -51,7 +51,7 @@ class JobRequest:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--device", choices=DEVICES, default=CUDA)
     parser.add_argument("--idle-limit", type=float, default=IDLE_LIMIT_S, metavar="S",
                         help="exit (not ready) when no job came within S seconds of being ready")
     parser.add_argument("--start-limit", type=float, default=COMPILE_LIMIT_S, metavar="S",

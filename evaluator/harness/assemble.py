@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-from typing import Any
 
 from evaluator import HARNESS_VERSION
 from evaluator.gpus import GpuSpecError, get_gpu_spec
 from evaluator.harness import identity
 from evaluator.harness.device import cpu_name, gpu_type, nvml_driver, nvml_name
-from evaluator.harness.outcome import JudgeOutcome
+from evaluator.harness.outcome import JudgeOutcome, ShapeResult
 from evaluator.harness.request import EvaluationRequest, world_size_of
 from evaluator.problems import Problem
 from evaluator.report import (
@@ -26,10 +25,9 @@ from evaluator.report import (
     FeatureEvidence,
     ShapeReport,
     SolFigures,
-    Status,
-    worst_status,
 )
 from evaluator.scoring import problem_score, ranked_time, sol_figures
+from evaluator.vocabulary import CPU, CPU_GPU_TYPE, CUDA, RANKED, Status, worst_status
 
 SANDBOX_FACTS = {
     "judge": "a trusted judge process owns every input and output buffer (CUDA IPC / shared files), "
@@ -47,29 +45,24 @@ def now_iso() -> str:
 
 def fallback_device(request: EvaluationRequest) -> DeviceInfo:
     """Device facts read without torch, when the judge never got as far as reading its own."""
-    if request.device == "cpu":
-        return DeviceInfo(kind="cpu", name=cpu_name(), gpu_type="cpu", development_device=True)
+    if request.device == CPU:
+        return DeviceInfo(kind=CPU, name=cpu_name(), gpu_type=CPU_GPU_TYPE, development_device=True)
     name = nvml_name() or "unknown GPU"
     key, estimated = gpu_type(name)
-    return DeviceInfo(kind="cuda", name=name, gpu_type=key, development_device=False, driver=nvml_driver(),
+    return DeviceInfo(kind=CUDA, name=name, gpu_type=key, development_device=False, driver=nvml_driver(),
                       peaks_estimated=estimated)
 
 
-def _shape_model(raw: dict[str, Any], problem: Problem) -> tuple[ShapeReport, list[str], list[str]]:
-    raw = dict(raw)
-    shape = problem.shape(str(raw.get("shape_id")))
-    remarks = [f"{shape.shape_id}: {flag}" for flag in raw.pop("flags", []) or []]
-    notes = [f"{shape.shape_id}: {note}" for note in raw.pop("notes", []) or []]
-    raw.pop("judge", None)
-    raw.pop("fatal", None)
-    if raw.get("status") not in ("PASSED", "REJECTED"):
-        for key in ("timing", "baseline_timing", "witness"):
-            raw.pop(key, None)
-    raw["axes"], raw["ranked"] = dict(shape.axes), shape.ranked  # the catalogue's word
+def _shape_model(result: ShapeResult, problem: Problem) -> tuple[ShapeReport, list[str], list[str]]:
+    shape = problem.shape(result.shape_id)
+    remarks = [f"{shape.shape_id}: {flag}" for flag in result.flags]
+    notes = [f"{shape.shape_id}: {note}" for note in result.notes]
+    fields = result.report_fields()
+    fields["axes"], fields["ranked"] = dict(shape.axes), shape.ranked  # the catalogue's word
     if not shape.ranked:  # a flag on an unranked shape never costs the ranking (it is shown)
         notes += [f"{remark} (unranked shape: shown, not held against the ranking)" for remark in remarks]
         remarks = []
-    return ShapeReport.model_validate(raw), remarks, notes
+    return ShapeReport.model_validate(fields), remarks, notes
 
 
 def _sol(shape: ShapeReport, problem: Problem, device: DeviceInfo, calibration: dict[str, float] | None,
@@ -117,13 +110,13 @@ def _judge_physics(shape: ShapeReport, problem: Problem, device: DeviceInfo,
 
 def _witnessed(shapes: list[ShapeReport], mode: str) -> bool:
     passed = [shape for shape in shapes if shape.status is Status.PASSED]
-    return mode == "ranked" and bool(passed) and all(
+    return mode == RANKED and bool(passed) and all(
         shape.witness is not None and shape.witness.confirmed for shape in passed)
 
 
 def _eligible(report: EvaluationReport, problem: Problem, secret: bool) -> bool:
     """Ranked mode with a secret seed, real GPU, every ranked shape PASSED with SOL, witnessed, no flag."""
-    if report.mode != "ranked" or not secret or report.device.development_device:
+    if report.mode != RANKED or not secret or report.device.development_device:
         return False
     if report.status is not Status.PASSED or report.flags or not report.witnessed:
         return False
@@ -139,8 +132,8 @@ def _shapes(outcome: JudgeOutcome, problem: Problem) -> tuple[list[ShapeReport],
     shapes: list[ShapeReport] = []
     flags: list[str] = []
     notes: list[str] = []
-    for raw in outcome.shapes:
-        shape, shape_flags, shape_notes = _shape_model(raw, problem)
+    for result in outcome.shapes:
+        shape, shape_flags, shape_notes = _shape_model(result, problem)
         shapes.append(shape)
         flags += shape_flags
         notes += shape_notes
@@ -156,7 +149,7 @@ def build(request: EvaluationRequest, problem: Problem, asked: list[str], outcom
         _judge_physics(shape, problem, device, request.calibration, world_size)
     evidence = FeatureEvidence.model_validate(outcome.evidence) if outcome.evidence else None
     evidence = _with_executed(evidence, shapes)
-    status = Status(outcome.status) if outcome.status else None
+    status = outcome.status
     report = EvaluationReport(
         harness_version=HARNESS_VERSION, problem=problem.name, problem_version=problem.version,
         language=request.language, mode=request.mode, world_size=world_size, device=device,

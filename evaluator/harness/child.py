@@ -36,6 +36,7 @@ from evaluator.harness.shared import Mapped
 from evaluator.harness.submission import LoadedSubmission, SubmissionError, load
 from evaluator.harness.timing import CallFailed, TimedSet, TimingConfig, TimingRejected, time_cpu
 from evaluator.problems import get_problem
+from evaluator.vocabulary import CPU, CUDA, Status
 
 _os_exit = os._exit
 #: Exit status of a child whose harness (not the submission) failed; the judge says so.
@@ -67,7 +68,7 @@ class Child:
         return channel.read_frame(self.rfd)
 
     def sync(self) -> None:
-        if self.device == "cuda":
+        if self.device == CUDA:
             torch.cuda.synchronize()
 
     # ------------------------------------------------------------ before the submission
@@ -88,11 +89,11 @@ class Child:
 
     def warm_up_device(self) -> dict[str, float]:
         """Initialise everything that starts threads or loads libraries and needs no job: the
-        CUDA context, the profiler, the L2 controls, the BLAS handles and the intra-op pool. A
-        warm spare (``evaluator serve-spare``) does this before any job exists, once no job runs
-        on its GPU. Returns the seconds of each part (``warm_up.*``)."""
+        CUDA context, the profiler, the L2 controls, CUDA IPC, the BLAS handles and the intra-op
+        pool. A warm spare (``evaluator serve-spare``) does this before any job exists, once no job
+        runs on its GPU. Returns the seconds of each part (``warm_up.*``)."""
         clock = PartClock()
-        if self.device == "cuda":
+        if self.device == CUDA:
             torch.cuda.init()
             torch.zeros(1, device="cuda")
             clock.mark("context")
@@ -271,22 +272,22 @@ class Child:
                        "fatal": self.context_poisoned()})
             return
         busy = self.activity.problems(native=False)
-        status, problem = ("REJECTED", busy) if busy else self._changed_outputs(outputs, ids)
+        status, problem = (Status.REJECTED, busy) if busy else self._changed_outputs(outputs, ids)
         note = (f"kernel returned a {type(returned).__name__}; ignored (outputs are written in place)"
                 if returned is not None else "")
         self.send({"type": "called", "problem": problem, "problem_status": status, "note": note})
 
-    def _changed_outputs(self, outputs: list[torch.Tensor], ids: list[Any]) -> tuple[str | None, str | None]:
+    def _changed_outputs(self, outputs: list[torch.Tensor], ids: list[Any]) -> tuple[Status | None, str | None]:
         """An output object the kernel changed (dtype, shape, storage): its writes never reached the
         judge's buffer; saying how is better feedback than the judge's NaNs."""
         for spec, tensor, expected in zip(self.problem.outputs, outputs, ids):
             bad = check_identity(spec.name, tensor, expected)
             if bad:
-                return bad[0].value, bad[1]
+                return bad
         return None, None
 
     def context_poisoned(self) -> bool:
-        if self.device != "cuda":
+        if self.device != CUDA:
             return False
         try:
             torch.cuda.synchronize()
@@ -323,7 +324,7 @@ class Child:
                    "problem": problem})
 
     def _time(self, kernel: Any, sets: list[TimedSet], config: TimingConfig) -> Any:
-        if self.device == "cuda":
+        if self.device == CUDA:
             from evaluator.harness.gpu_timing import time_gpu
 
             return time_gpu(kernel, sets, config, self.cold, self.activity)
@@ -345,7 +346,7 @@ class Child:
 
         for tensor in outputs:
             poison_(tensor)
-        return TimedSet(inputs, outputs, refresh, lambda: None, finished, poisoned_by_refresh=self.device == "cpu")
+        return TimedSet(inputs, outputs, refresh, lambda: None, finished, poisoned_by_refresh=self.device == CPU)
 
 
 def _path(text: str) -> Any:

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from evaluator.report import Status
+from evaluator.vocabulary import Status
 
 #: Integer outputs are filled with this sentinel before every call.
 INT_POISON = -0x5A5A5A5B

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from evaluator.harness.judge_timing import KernelTimingService, judge_clock
+from evaluator.harness.outcome import JudgeClock, ShapeResult
 from evaluator.harness.timing import TimingOutcome
+from evaluator.vocabulary import Status
 
 
 class BaselineTimingFailed(RuntimeError):
@@ -54,7 +56,7 @@ class ChildBaselineService(KernelTimingService):
         })
         self.answer = self._loop()
 
-    def outcome(self) -> tuple[TimingOutcome, dict[str, Any]]:
+    def outcome(self) -> tuple[TimingOutcome, JudgeClock]:
         """The baseline's timing and the judge's clock of it; BaselineTimingFailed when either is missing."""
         stats = self.answer.get("stats")
         if self.failure is not None or not isinstance(stats, dict) or self.answer.get("problem") \
@@ -67,9 +69,10 @@ class ChildBaselineService(KernelTimingService):
 
 def time_in_child(judge: Any, shape: Any) -> tuple[TimingOutcome, BaselineClock]:
     """The baseline of ``shape`` timed in the child, and what the judge's clock said of it."""
-    service = ChildBaselineService(judge, shape, {"checks": []})
+    # The service fills a shape result with what it finds; the baseline's is read from the service.
+    service = ChildBaselineService(judge, shape, ShapeResult.of(shape, Status.PASSED, ""))
     service.run()
     timing, clock = service.outcome()
-    overhead = max(min(clock["round_trips_us"]) - float(timing.stats["median_us"]), 0.0)
-    return timing, BaselineClock(overhead_us=overhead, round_trip_low_us=float(clock["round_trip_low_us"]))
+    overhead = max(min(clock.round_trips_us) - float(timing.stats["median_us"]), 0.0)
+    return timing, BaselineClock(overhead_us=overhead, round_trip_low_us=float(clock.round_trip_low_us or 0.0))
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import platform
 from typing import Any
 
+from evaluator.vocabulary import CPU, CPU_GPU_TYPE, CUDA
+
 
 def single_threaded_host_work() -> None:
     """The judge's torch on one CPU thread, on every device. Its host work (page tables and slot
@@ -68,18 +70,18 @@ def device_info(device: str) -> dict[str, Any]:
     """Full facts, read through torch in the child."""
     import torch
 
-    if device == "cpu":
+    if device == CPU:
         return {
-            "kind": "cpu",
+            "kind": CPU,
             "name": cpu_name(),
-            "gpu_type": "cpu",
+            "gpu_type": CPU_GPU_TYPE,
             "development_device": True,
             "torch_version": torch.__version__,
         }
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     key, estimated = gpu_type(props.name)
     return {
-        "kind": "cuda",
+        "kind": CUDA,
         "name": props.name,
         "gpu_type": key,
         "development_device": False,
@@ -99,7 +101,7 @@ def warm_blas(device: str) -> None:
     child, before any submission exists)."""
     import torch
 
-    dtypes = (torch.float32, torch.bfloat16, torch.float16) if device == "cuda" else (torch.float32,)
+    dtypes = (torch.float32, torch.bfloat16, torch.float16) if device == CUDA else (torch.float32,)
     for dtype in dtypes:
         matrix = torch.ones(64, 64, device=device, dtype=dtype)
         (matrix @ matrix).sum().item()

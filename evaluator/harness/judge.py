@@ -26,28 +26,27 @@ from evaluator.harness.call_limits import call_limit
 from evaluator.harness.cpu_baseline import BaselineClock, BaselineTimingFailed, time_in_child
 from evaluator.harness.device import device_info, single_threaded_host_work
 from evaluator.harness.judge_timing import BaselineTimer, KernelTimingService
-from evaluator.harness.outcome import JudgeOutcome
+from evaluator.harness.outcome import JudgeOutcome, ShapeResult, trial_check
 from evaluator.harness.parent import ChildDied, ChildProcess, ChildTimeout, ProtocolViolation
 from evaluator.harness.process_tree import not_dumpable
 from evaluator.harness.request import EvaluationRequest
 from evaluator.harness.shared import Arena
 from evaluator.harness.witness import judge_wall_witness, set_aside_unconfirmed_timing
-from evaluator.problems import Problem
+from evaluator.problems import Problem, Shape
+from evaluator.report import CorrectnessCheck
+from evaluator.vocabulary import CPU, CUDA, PYTHON, RANKED, Stage, Status
 
 if TYPE_CHECKING:
     from evaluator.harness.warm import WarmStart
 
 #: Statuses the child may report against itself (never PASSED).
-SELF_REPORTED = ("REJECTED", "INCORRECT_DTYPE", "INCORRECT_SHAPE")
+SELF_REPORTED = (Status.REJECTED, Status.INCORRECT_DTYPE, Status.INCORRECT_SHAPE)
 
 
 class HarnessFailure(RuntimeError):
     """The evaluator itself failed (not the submission): reported as an error of the runner."""
 
 
-def shape_dict(shape: Any, status: str, message: str) -> dict[str, Any]:
-    return {"shape_id": shape.shape_id, "axes": dict(shape.axes), "ranked": shape.ranked, "status": status,
-            "message": message, "checks": [], "wall_seconds": 0.0}
 
 
 def spawn_child(scratch: Path, device: str, start_limit_s: float, log_cap: int) -> ChildProcess:
@@ -63,7 +62,7 @@ def spawn_child(scratch: Path, device: str, start_limit_s: float, log_cap: int) 
 def trial_seeds(request: EvaluationRequest, public_seeds: list[int], shape_id: str) -> list[tuple[int, int | None]]:
     """(seed, the public seed to show or None) per correctness trial: ranked runs with a secret
     seed fold it into every public one, and show none of them."""
-    if request.mode == "ranked" and request.secret_seed is not None:
+    if request.mode == RANKED and request.secret_seed is not None:
         return [(work.ranked_seed(request.secret_seed, seed, shape_id), None) for seed in public_seeds]
     return [(seed, seed) for seed in public_seeds]
 
@@ -72,18 +71,9 @@ def trial_label(public: int | None, distribution: str) -> str:
     return f"seed {public} / {distribution}" if public is not None else f"secret seed / {distribution}"
 
 
-def check_entry(label: str, distribution: str, public: int | None, status: str, message: str,
-                errors: dict[str, Any]) -> dict[str, Any]:
-    return {"trial": label, "distribution": distribution, "seed": public, "passed": status == "PASSED",
-            "status": status, "message": message, "errors": errors}
-
-
-def passed_shape(shape: Any, checks: list[dict[str, Any]]) -> dict[str, Any]:
-    """A shape whose every trial passed; the trials' notes become its message."""
-    notes = sorted({str(check["message"]) for check in checks if check["message"]})
-    report = shape_dict(shape, "PASSED", "; ".join(notes))
-    report["checks"] = checks
-    return report
+def self_reported(status: object) -> Status:
+    """A status the child reports against itself: one of SELF_REPORTED, any other word REJECTED."""
+    return next((known for known in SELF_REPORTED if known == status), Status.REJECTED)
 
 
 class Judge:
@@ -97,7 +87,8 @@ class Judge:
         self.device = request.device
         self.arena = Arena(self.device, scratch)
         self.outcome = JudgeOutcome(device={})
-        self.phase, self.phase_began = "start_up", time.monotonic()
+        self.phase: str = Stage.START_UP
+        self.phase_began = time.monotonic()
         self.baselines: dict[str, Any] = {}
         #: CPU: the judge's clock of the baseline timed in the child (``cpu_baseline``), per shape.
         self.baseline_clocks: dict[str, BaselineClock] = {}
@@ -117,10 +108,10 @@ class Judge:
         self.phase, self.phase_began = phase, now
 
     def sync(self) -> None:
-        if self.device == "cuda":
+        if self.device == CUDA:
             torch.cuda.synchronize()
 
-    def context(self, shape: Any) -> work.ShapeContext:
+    def context(self, shape: Shape) -> work.ShapeContext:
         return work.ShapeContext(self.problem, self.refmod, dict(shape.axes), shape.shape_id, self.device,
                                  None, self.sync, None)
 
@@ -143,7 +134,7 @@ class Judge:
         except ChildTimeout:
             self._timed_out()
         except ProtocolViolation as error:
-            self._set_status("REJECTED", f"forged report: {error} (class 16: the child spoke out of turn)")
+            self.outcome.judged(Status.REJECTED, f"forged report: {error} (class 16: the child spoke out of turn)")
         except ChildDied:
             self._died()
         finally:
@@ -155,7 +146,7 @@ class Judge:
 
     def _launch_witness(self) -> None:
         ready = self.warm.hand_over_witness() if self.warm is not None else None
-        wanted = self.request.mode == "ranked" and self.device == "cuda"
+        wanted = self.request.mode == RANKED and self.device == CUDA
         if ready is not None and wanted and ready.fits(self.request.profile, self.request.profile_sections):
             self.witness_session = ready
             return
@@ -181,30 +172,30 @@ class Judge:
             self.child.receive("warmed")
         warm = self.child.receive("warm")
         self.outcome.child_claims["start_up_seconds"] = warm.get("start_up_seconds")
-        self.next_phase("baseline")
+        self.next_phase(Stage.BASELINE)
         self._time_baselines()
-        self.next_phase("compile")
+        self.next_phase(Stage.COMPILE)
         self.child.send({"type": "import"})
         if not self._imported():
             return
-        self.next_phase("test")
+        self.next_phase(Stage.TEST)
         witness_run.begin_load(self)
-        self.child.enter("test", self.request.limits.test_s)
+        self.child.enter(Stage.TEST, self.request.limits.test_s)
         passed = self._test_stage()
         if self.outcome.status is None and passed:
             if self.witness_load is not None:
                 self.next_phase("witness.load_wait")  # the load the test stage did not hide
                 witness_run.await_load(self)
-            self.next_phase("ranked")
-            self.child.enter("ranked", self.request.limits.ranked_s)
+            self.next_phase(Stage.RANKED)
+            self.child.enter(Stage.RANKED, self.request.limits.ranked_s)
             self._ranked_stage(passed)
         self.child.send({"type": "finish"})
 
     def _prepare_device(self) -> None:
         single_threaded_host_work()
-        if self.device == "cuda":
+        if self.device == CUDA:
             torch.cuda.init()
-            torch.zeros(1, device="cuda")
+            torch.zeros(1, device=CUDA)
             from evaluator.harness.telemetry import Nvml
 
             uuid = getattr(torch.cuda.get_device_properties(0), "uuid", None)
@@ -216,7 +207,7 @@ class Judge:
         """Every shape's baseline, before the submission exists: nothing of its can slow them. On the
         CPU in the child, the way the kernel is timed (``cpu_baseline``)."""
         for shape in self.shapes:
-            if self.device == "cpu":
+            if self.device == CPU:
                 try:
                     self.baselines[shape.shape_id], self.baseline_clocks[shape.shape_id] = \
                         time_in_child(self, shape)
@@ -228,49 +219,46 @@ class Judge:
     def _imported(self) -> bool:
         message = self.child.receive("imported", "compile_error")
         if message["type"] == "compile_error":
-            self._set_status("COMPILE_ERROR", str(message.get("message", ""))[:20000])
+            self.outcome.judged(Status.COMPILE_ERROR, str(message.get("message", ""))[:20000])
             return False
         self.outcome.evidence = self._evidence()
         if message.get("problem"):
-            self._set_status("REJECTED", str(message["problem"]))
+            self.outcome.judged(Status.REJECTED, str(message["problem"]))
             return False
         return True
 
     def _evidence(self) -> dict[str, Any] | None:
         """Static PTX/CUDA evidence built here from the source (a child's word would rank it)."""
-        if self.request.language == "python" or self.device != "cuda":
+        if self.request.language == PYTHON or self.device != CUDA:
             return None
         from evaluator.harness.evidence import static_evidence
 
         return static_evidence(self.request, self.problem)
 
-    def _set_status(self, status: str, message: str) -> None:
-        if self.outcome.status is None:
-            self.outcome.status, self.outcome.message = status, message
-
     # ------------------------------------------------------------ correctness
 
-    def _test_stage(self) -> list[Any]:
+    def _test_stage(self) -> list[tuple[Shape, ShapeResult]]:
         passed = []
         for index, shape in enumerate(self.shapes):
-            self.child.enter("test", self.request.limits.test_s, shape.shape_id)
+            self.child.enter(Stage.TEST, self.request.limits.test_s, shape.shape_id)
             started = time.perf_counter()
-            report = self._shape_correctness(shape)
-            report["wall_seconds"] = time.perf_counter() - started
-            self.outcome.shapes.append(report)
-            if report["status"] == "REJECTED":
-                self._set_status("REJECTED", f"{shape.shape_id}: {report['message']}")
+            result = self._shape_correctness(shape)
+            result.wall_seconds = time.perf_counter() - started
+            self.outcome.shapes.append(result)
+            if result.status == Status.REJECTED:
+                self.outcome.judged(Status.REJECTED, f"{shape.shape_id}: {result.message}")
                 return []
-            if report["status"] == "PASSED":
-                passed.append((shape, report))
-            if report.pop("fatal", False):
+            if result.status == Status.PASSED:
+                passed.append((shape, result))
+            if result.fatal:
+                result.fatal = False
                 for rest in self.shapes[index + 1:]:
-                    self.outcome.shapes.append(
-                        shape_dict(rest, "RUNTIME_ERROR", "not run: an earlier CUDA fault poisoned the context"))
+                    self.outcome.shapes.append(ShapeResult.of(
+                        rest, Status.RUNTIME_ERROR, "not run: an earlier CUDA fault poisoned the context"))
                 break
         return passed
 
-    def _shape_correctness(self, shape: Any) -> dict[str, Any]:
+    def _shape_correctness(self, shape: Shape) -> ShapeResult:
         ctx = self.context(shape)
         group = f"test:{shape.shape_id}"
         first = self.refmod.generate_inputs(dict(shape.axes), 0, self.device, self.problem.distributions[0])
@@ -280,7 +268,7 @@ class Judge:
             self.child.send({"type": "bind", "shape": shape.shape_id, **handles})
             bound = self.child.receive("bound")
             if bound.get("error"):
-                return shape_dict(shape, "COMPILE_ERROR", str(bound["error"]))
+                return ShapeResult.of(shape, Status.COMPILE_ERROR, str(bound["error"]))
             return self._trials(shape, ctx, inputs, outputs)
         finally:
             self.unbind(group)
@@ -309,20 +297,20 @@ class Judge:
         finally:
             self.arena.free(group)
 
-    def _trials(self, shape: Any, ctx: work.ShapeContext, inputs: list[torch.Tensor],
-                outputs: list[torch.Tensor]) -> dict[str, Any]:
-        checks: list[dict[str, Any]] = []
+    def _trials(self, shape: Shape, ctx: work.ShapeContext, inputs: list[torch.Tensor],
+                outputs: list[torch.Tensor]) -> ShapeResult:
+        checks: list[CorrectnessCheck] = []
         for seed, public in trial_seeds(self.request, self.config["public_seeds"], shape.shape_id):
             for distribution in self.problem.distributions:
                 label = trial_label(public, distribution)
                 self.limit_call(shape.shape_id, f"the call of the test trial {label}", first=not checks)
                 status, message, errors, fatal = self.call_and_check(ctx, inputs, outputs, seed, distribution)
-                checks.append(check_entry(label, distribution, public, status, message, errors))
-                if status != "PASSED":
-                    report = shape_dict(shape, status, f"{label}: {message}")
-                    report.update(checks=checks, fatal=fatal)
-                    return report
-        return passed_shape(shape, checks)
+                checks.append(trial_check(label, distribution, public, status, message, errors))
+                if status != Status.PASSED:
+                    result = ShapeResult.failed(shape, status, f"{label}: {message}", checks)
+                    result.fatal = fatal
+                    return result
+        return ShapeResult.passed(shape, checks)
 
     def write_inputs(self, ctx: work.ShapeContext, inputs: list[torch.Tensor], outputs: list[torch.Tensor],
                      seed: int, distribution: str) -> dict[str, torch.Tensor]:
@@ -336,20 +324,19 @@ class Judge:
         return private
 
     def call_and_check(self, ctx: work.ShapeContext, inputs: list[torch.Tensor], outputs: list[torch.Tensor],
-                       seed: int, distribution: str) -> tuple[str, str, dict[str, Any], bool]:
+                       seed: int, distribution: str) -> tuple[Status, str, dict[str, Any], bool]:
         """One call on fresh inputs, judged here: (status, message, errors, CUDA context lost)."""
         private = self.write_inputs(ctx, inputs, outputs, seed, distribution)
         self.child.send({"type": "call"})
         answer = self.child.receive("called")
         self.child.end_call()
         if answer.get("error"):
-            return "RUNTIME_ERROR", str(answer["error"])[:4000], {}, bool(answer.get("fatal"))
+            return Status.RUNTIME_ERROR, str(answer["error"])[:4000], {}, bool(answer.get("fatal"))
         if answer.get("problem"):  # the child incriminating itself: only failing statuses are taken
-            status = str(answer.get("problem_status"))
-            return (status if status in SELF_REPORTED else "REJECTED"), str(answer["problem"]), {}, False
+            return self_reported(answer.get("problem_status")), str(answer["problem"]), {}, False
         status, message, errors = self.verify(ctx, inputs, outputs, private)
         note = str(answer.get("note") or "")
-        if note and status == "PASSED":
+        if note and status == Status.PASSED:
             message = note
         return status, message, errors, False
 
@@ -369,50 +356,51 @@ class Judge:
 
     def verify(self, ctx: work.ShapeContext, inputs: list[torch.Tensor], outputs: list[torch.Tensor],
                private: dict[str, torch.Tensor],
-               taken: dict[str, torch.Tensor] | None = None) -> tuple[str, str, dict[str, Any]]:
+               taken: dict[str, torch.Tensor] | None = None) -> tuple[Status, str, dict[str, Any]]:
         """Inputs untouched, then the outputs (copied out of the shared memory first, or ``taken``
         earlier) against the reference of the judge's own copy of the inputs."""
         self.sync()
         for spec, shared in zip(self.problem.inputs, inputs):
             if not torch.equal(shared, private[spec.name]):
-                return "REJECTED", f"the kernel modified its input {spec.name} (class 7)", {}
+                return Status.REJECTED, f"the kernel modified its input {spec.name} (class 7)", {}
         got = taken if taken is not None else self.take_outputs(outputs)
         errors = work.compare_outputs(ctx, private, got)
         corr.poison_and_release(got)
         if corr.outputs_pass(errors, self.problem):
-            return "PASSED", "", errors
-        return "INCORRECT_NUMERICAL", work.describe_failure(errors), errors
+            return Status.PASSED, "", errors
+        return Status.INCORRECT_NUMERICAL, work.describe_failure(errors), errors
 
     # ------------------------------------------------------------ timing
 
-    def _ranked_stage(self, passed: list[Any]) -> None:
-        for shape, report in passed:
-            self.child.enter("ranked", self.request.limits.ranked_s, shape.shape_id)
+    def _ranked_stage(self, passed: list[tuple[Shape, ShapeResult]]) -> None:
+        for shape, result in passed:
+            self.child.enter(Stage.RANKED, self.request.limits.ranked_s, shape.shape_id)
             started = time.perf_counter()
-            KernelTimingService(self, shape, report).run()
-            if self._clock_disagrees(report):
+            KernelTimingService(self, shape, result).run()
+            if self._clock_disagrees(result):
                 # The CPU witness is one sample of the judge's clock per checked call, and a busy
                 # machine delays the child's wake-up in every one of them (nothing the child reports
                 # about its run queue can be taken off: docs/security.md). One fresh timing: a
                 # forged claim disagrees again, an honest one measured in a busy moment need not.
-                retimed = set_aside_unconfirmed_timing(report)
-                self.child.enter("ranked", self.request.limits.ranked_s, shape.shape_id)
-                KernelTimingService(self, shape, report).run()
-                if retimed not in report.get("notes", []):  # a recorded timing rewrote the notes
-                    report["notes"] = [*report.get("notes", []), retimed]
-            report["wall_seconds"] += time.perf_counter() - started
-            if report["status"] == "REJECTED":
-                self._set_status("REJECTED", f"{shape.shape_id}: {report['message']}")
+                retimed = set_aside_unconfirmed_timing(result)
+                self.child.enter(Stage.RANKED, self.request.limits.ranked_s, shape.shape_id)
+                KernelTimingService(self, shape, result).run()
+                if retimed not in result.notes:  # a recorded timing rewrote the notes
+                    result.notes = [*result.notes, retimed]
+            result.wall_seconds += time.perf_counter() - started
+            if result.status == Status.REJECTED:
+                self.outcome.judged(Status.REJECTED, f"{shape.shape_id}: {result.message}")
                 return
-            if report.pop("fatal", False):
+            if result.fatal:
+                result.fatal = False
                 return
 
-    def _clock_disagrees(self, report: dict[str, Any]) -> bool:
+    def _clock_disagrees(self, result: ShapeResult) -> bool:
         """CPU device: a passed timing its witness (the judge's clock) would not confirm."""
-        if self.device != "cpu" or report.get("status") != "PASSED" or not report.get("timing"):
+        if self.device != CPU or result.status != Status.PASSED or not result.timing:
             return False
-        witness = judge_wall_witness(report, self.baseline_clocks.get(str(report["shape_id"])))
-        return witness is not None and not witness["confirmed"]
+        witness = judge_wall_witness(result, self.baseline_clocks.get(result.shape_id))
+        return witness is not None and not witness.confirmed
 
     # ------------------------------------------------------------ endings
 
@@ -425,22 +413,22 @@ class Judge:
                        "the process group was killed")
         else:
             message = f"stage {stage.name}{where} ran past its limit of {stage.limit_s:g} s; the process group was killed"
-        self._set_status("TIMEOUT", message)
-        done = {report["shape_id"] for report in self.outcome.shapes}
-        for report in self.outcome.shapes:
-            if report["status"] == "PASSED" and stage.name == "ranked" and "timing" not in report:
-                report.update(status="TIMEOUT", message=f"not finished: {message}")
+        self.outcome.judged(Status.TIMEOUT, message)
+        done = {result.shape_id for result in self.outcome.shapes}
+        for result in self.outcome.shapes:
+            if result.status == Status.PASSED and stage.name == Stage.RANKED and result.timing is None:
+                result.ends(Status.TIMEOUT, f"not finished: {message}")
         for shape in self.shapes:
             if shape.shape_id not in done:
-                self.outcome.shapes.append(shape_dict(shape, "TIMEOUT", f"not finished: {message}"))
+                self.outcome.shapes.append(ShapeResult.of(shape, Status.TIMEOUT, f"not finished: {message}"))
 
     def _died(self) -> None:
         how = self.child.exit_description()
         stage = self.child.stage
-        if self.phase in ("start_up", "baseline"):
+        if self.phase in (Stage.START_UP, Stage.BASELINE):
             if self.warm is not None:  # nothing of the job ran: the spare says it was not ready
                 self.warm.child_lost = True
             raise HarnessFailure(f"the evaluator's child failed while starting ({how})\n"
                                  f"{self.child.close()[-4000:]}")
         where = f", shape {stage.shape}" if stage.shape else ""
-        self._set_status("RUNTIME_ERROR", f"the process died ({how}) during stage {stage.name}{where}")
+        self.outcome.judged(Status.RUNTIME_ERROR, f"the process died ({how}) during stage {stage.name}{where}")

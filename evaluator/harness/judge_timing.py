@@ -27,7 +27,9 @@ from typing import Any
 
 from evaluator.harness import correctness as corr
 from evaluator.harness import work
+from evaluator.harness.outcome import JudgeClock, ShapeResult, timed_calls_check
 from evaluator.harness.timing import TimingConfig, TimingOutcome, time_cpu
+from evaluator.vocabulary import CPU, CUDA, Status
 
 #: A timed call is checked with probability 1/CHECK_ONE_IN...
 CHECK_ONE_IN = 24
@@ -55,7 +57,7 @@ class BaselineTimer:
     def __init__(self, judge: Any) -> None:
         self.judge = judge
         self.cold: Any = None
-        if judge.device == "cuda":
+        if judge.device == CUDA:
             import torch
 
             from evaluator.harness.l2 import ColdL2
@@ -70,7 +72,7 @@ class BaselineTimer:
                               checks_per_batch=0)
         baseline = work.with_scalar_args(judge.refmod.baseline, judge.problem, shape.axes)
         try:
-            if judge.device == "cuda":
+            if judge.device == CUDA:
                 from evaluator.harness.gpu_timing import time_gpu
 
                 return time_gpu(baseline, sets, config, self.cold, NoActivity())
@@ -80,10 +82,10 @@ class BaselineTimer:
 
 
 class KernelTimingService:
-    """Serves one shape's timing loop in the child; fills ``report`` with what was established."""
+    """Serves one shape's timing loop in the child; fills ``result`` with what was established."""
 
-    def __init__(self, judge: Any, shape: Any, report: dict[str, Any]) -> None:
-        self.judge, self.shape, self.report = judge, shape, report
+    def __init__(self, judge: Any, shape: Any, result: ShapeResult) -> None:
+        self.judge, self.shape, self.result = judge, shape, result
         self.ctx = judge.context(shape)
         self.group = f"time:{shape.shape_id}"
         self.distribution = judge.problem.distributions[0]
@@ -98,7 +100,7 @@ class KernelTimingService:
         #: (calls served, set) of the last check: the last call is not checked twice.
         self.checked_index: tuple[int, int] | None = None
         #: CPU: the child asks for the next set the moment a call returns (timing.time_cpu).
-        self.prefetching = judge.device == "cpu"
+        self.prefetching = judge.device == CPU
         #: CPU: the last answered call: its set, its outputs at the answer, whether it was checked.
         self.answered: tuple[int, dict[str, Any], bool] | None = None
 
@@ -115,7 +117,7 @@ class KernelTimingService:
 
     def _serve(self) -> None:
         judge, baseline = self.judge, self.judge.baselines[self.shape.shape_id]
-        self.report["telemetry_before"] = judge.nvml.sample() if judge.nvml else None
+        self.result.telemetry_before = judge.nvml.sample() if judge.nvml else None
         judge.child.send({
             "type": "time", "shape": self.shape.shape_id,
             "sets": [handles for _, _, handles in self.sets],
@@ -123,9 +125,9 @@ class KernelTimingService:
             "allowance_us": baseline.launch_excess_us, "gate_us": baseline.stats.get("gate_us"),
         })
         answer = self._loop()
-        self.report["telemetry_after"] = judge.nvml.sample() if judge.nvml else None
+        self.result.telemetry_after = judge.nvml.sample() if judge.nvml else None
         if self.failure is not None:
-            self.report.update(status="REJECTED", message=self.failure)
+            self.result.ends(Status.REJECTED, self.failure)
             return
         self._record(answer, baseline)
 
@@ -237,7 +239,7 @@ class KernelTimingService:
                                                self.distribution)
         status, message, _ = judge.verify(self.ctx, inputs, outputs, private, taken)
         changed = self._changed_outputs(outputs, digests)
-        if status != "PASSED" and not changed:
+        if status != Status.PASSED and not changed:
             time.sleep(LEFT_RUNNING_GRACE_S)  # already failed: give work still running the time to show itself
             changed = self._changed_outputs(outputs, digests)
         self.checks += 1
@@ -249,7 +251,7 @@ class KernelTimingService:
         if changed:
             self.failure = (f"timed call {self.calls} changed its outputs {changed} after it had returned: work "
                             f"left running past the call is not timed (class 2)")
-        elif status != "PASSED":
+        elif status != Status.PASSED:
             self.failure = (f"timed call {self.calls} wrote a wrong output (caching, replay or less work when "
                             f"timed; classes 5 and 9): {message}")
 
@@ -259,39 +261,38 @@ class KernelTimingService:
                 if corr.digest(tensor) != digests[spec.name]]
 
     def _record(self, answer: dict[str, Any], baseline: TimingOutcome) -> None:
+        result = self.result
         if answer.get("error"):
-            self.report.update(status="RUNTIME_ERROR", message=str(answer["error"])[:4000],
-                               fatal=bool(answer.get("fatal")))
+            result.ends(Status.RUNTIME_ERROR, str(answer["error"])[:4000])
+            result.fatal = bool(answer.get("fatal"))
             return
         if answer.get("problem"):
-            self.report.update(status="REJECTED", message=str(answer["problem"]))
+            result.ends(Status.REJECTED, str(answer["problem"]))
             return
         if not isinstance(answer.get("stats"), dict):  # a rewritten answer: neither stats nor why not
-            self.report.update(status="REJECTED", message="forged report: the child's timing answer holds no "
-                                                          "timing and no reason (class 16)")
+            result.ends(Status.REJECTED, "forged report: the child's timing answer holds no timing and no reason "
+                                         "(class 16)")
             return
-        self.report["timing"], self.report["baseline_timing"] = answer.get("stats"), baseline.stats
-        self.report["flags"] = list(answer.get("flags") or [])
-        self.report["notes"] = list(answer.get("notes") or []) + [
+        result.timing, result.baseline_timing = answer.get("stats"), baseline.stats
+        result.flags = list(answer.get("flags") or [])
+        result.notes = list(answer.get("notes") or []) + [
             f"baseline: {note}" for note in baseline.flags + baseline.notes]
-        self.report["notes"] += telemetry_notes(self.report["telemetry_before"], self.report["telemetry_after"])
-        self.report["judge"] = judge_clock(self.checked_round_trips_us, self.calls, self.checks)
-        self.report["checks"].append({
-            "trial": f"{self.checks} timed calls checked by the judge", "distribution": self.distribution,
-            "seed": None, "passed": True, "status": "PASSED", "message": f"of {self.calls} calls", "errors": {},
-        })
+        result.notes += telemetry_notes(result.telemetry_before, result.telemetry_after)
+        result.clock = judge_clock(self.checked_round_trips_us, self.calls, self.checks)
+        result.checks.append(timed_calls_check(f"{self.checks} timed calls checked by the judge", self.distribution,
+                                               f"of {self.calls} calls"))
 
 
-def judge_clock(checked_us: list[float], calls: int, checks: int) -> dict[str, Any]:
+def judge_clock(checked_us: list[float], calls: int, checks: int) -> JudgeClock:
     """What the judge's clock establishes over one shape. The witness statistics come from the
     checked calls only: a submission that skips the work on some calls (stale outputs) cannot pull
     them down without failing a check."""
-    return {
-        "round_trip_us": statistics.median(checked_us) if checked_us else None,
-        "round_trip_low_us": low_percentile(checked_us),
-        "round_trips_us": [round(value, 1) for value in checked_us],  # the sample, for the record
-        "calls": calls, "checked_calls": checks,
-    }
+    return JudgeClock(
+        round_trip_us=statistics.median(checked_us) if checked_us else None,
+        round_trip_low_us=low_percentile(checked_us),
+        round_trips_us=[round(value, 1) for value in checked_us],
+        calls=calls, checked_calls=checks,
+    )
 
 
 def low_percentile(values: list[float], fraction: float = 0.1) -> float | None:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.harness.multi_env import rank_environment
+from evaluator.vocabulary import CUDA, DEVICES
 
 #: Message sizes in bytes: 1 MiB to 1 GiB on GPUs, the two smallest on the CPU device.
 SIZES = [1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30]
@@ -46,7 +47,7 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 def measure(world_size: int, device: str = "cuda", sizes: list[int] | None = None) -> dict[str, Any]:
     """Rows of bytes, time_us, algbw_gbps and busbw_gbps, and the best busbw (GB/s)."""
-    chosen = sizes or (SIZES if device == "cuda" else CPU_SIZES)
+    chosen = sizes or (SIZES if device == CUDA else CPU_SIZES)
     with tempfile.TemporaryDirectory(prefix="solboard-busbw-") as folder:
         result = Path(folder) / "rows.json"
         _run_ranks(world_size, device, chosen, Path(folder) / "store", result)
@@ -88,7 +89,7 @@ def _rank(rank: int, world_size: int, store_path: str, result_path: str, device:
 
     os.environ.update(rank_environment())
     store = dist.FileStore(store_path, world_size)
-    on_gpu = device == "cuda"
+    on_gpu = device == CUDA
     if on_gpu:
         torch.cuda.set_device(rank)
         where = torch.device("cuda", rank)
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--world-size", type=int, required=True)
     parser.add_argument("--store", required=True)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--device", choices=DEVICES, default=CUDA)
     parser.add_argument("--sizes", required=True)
     args = parser.parse_args(argv)
     _rank(args.rank, args.world_size, args.store, args.out, args.device, [int(size) for size in args.sizes.split(",")])

@@ -35,6 +35,7 @@ from evaluator.harness.rank import join_group
 from evaluator.harness.shared import Mapped
 from evaluator.harness.submission import LoadedSubmission, SubmissionError, load
 from evaluator.problems import get_problem
+from evaluator.vocabulary import CPU, CUDA, Status
 
 
 class RankChild:
@@ -63,7 +64,7 @@ class RankChild:
         return self.problem.axes_at(self.problem.shape(shape_id).axes, self.world_size)
 
     def sync(self) -> None:
-        if self.device == "cuda":
+        if self.device == CUDA:
             torch.cuda.synchronize(self.ctx.device)
 
     # ------------------------------------------------------------ before the submission
@@ -71,10 +72,10 @@ class RankChild:
     def start(self) -> None:
         """Group, device, warm-up: everything that starts threads or loads libraries, before the import."""
         self.environment = EnvironmentGuard(dict(MULTICAST_OFF))
-        if self.device != "cuda":
+        if self.device != CUDA:
             torch.set_num_threads(1)  # steadier wall-clock timing on a shared development machine
         self.ctx = join_group(self.device, str(self.config["store"]), self.rank, self.world_size)
-        if self.device == "cuda":
+        if self.device == CUDA:
             from evaluator.harness.l2 import ColdL2
 
             self.cold = ColdL2(self.ctx.device)
@@ -103,7 +104,7 @@ class RankChild:
 
     def run(self) -> None:
         self.start()
-        self.send({"type": "warm", "rank": self.rank, "device": device_info(self.device) if self.device == "cpu"
+        self.send({"type": "warm", "rank": self.rank, "device": device_info(self.device) if self.device == CPU
                    else _gpu_facts(self.ctx.device)})
         handlers: dict[str, Callable[[dict[str, Any]], None]] = {
             "import": self.import_submission, "bind": self.bind, "call": self.call, "unbind": self.unbind,
@@ -175,16 +176,16 @@ class RankChild:
             self.send({"type": "called", "error": f"the kernel raised {type(error).__name__}: {error}"})
             return
         problem = self.activity.problems(native=False) or self.environment.problem("a call")
-        status, problem = ("REJECTED", problem) if problem else self._changed_outputs(outputs, ids)
+        status, problem = (Status.REJECTED, problem) if problem else self._changed_outputs(outputs, ids)
         note = (f"kernel returned a {type(returned).__name__}; ignored (outputs are written in place)"
                 if returned is not None else "")
         self.send({"type": "called", "problem": problem, "problem_status": status, "note": note})
 
-    def _changed_outputs(self, outputs: list[torch.Tensor], ids: list[Any]) -> tuple[str | None, str | None]:
+    def _changed_outputs(self, outputs: list[torch.Tensor], ids: list[Any]) -> tuple[Status | None, str | None]:
         for spec, tensor, expected in zip(self.problem.outputs, outputs, ids):
             bad = check_identity(spec.name, tensor, expected)
             if bad:
-                return bad[0].value, bad[1]
+                return bad
         return None, None
 
     # ------------------------------------------------------------ timing

@@ -29,19 +29,10 @@ import torch
 from evaluator.harness import correctness as corr
 from evaluator.harness import process_tree, work
 from evaluator.harness.device import device_info, single_threaded_host_work
-from evaluator.harness.judge import (
-    SELF_REPORTED,
-    HarnessFailure,
-    check_entry,
-    not_dumpable,
-    passed_shape,
-    shape_dict,
-    trial_label,
-    trial_seeds,
-)
+from evaluator.harness.judge import HarnessFailure, not_dumpable, self_reported, trial_label, trial_seeds
 from evaluator.harness.judge_timing import CHECK_ONE_IN, MIN_CHECKS, judge_clock
 from evaluator.harness.multi_env import rank_environment
-from evaluator.harness.outcome import JudgeOutcome
+from evaluator.harness.outcome import JudgeOutcome, ShapeResult, timed_calls_check, trial_check
 from evaluator.harness.ranks import (
     RankDied,
     RankFailure,
@@ -56,6 +47,8 @@ from evaluator.harness.stats import converged, summarize
 from evaluator.harness.timing import _stats_dict
 from evaluator.harness.witness import judge_wall_witness, set_aside_unconfirmed_timing
 from evaluator.problems import Problem, Shape
+from evaluator.report import CorrectnessCheck
+from evaluator.vocabulary import CPU, CUDA, RANKED, Stage, Status
 
 #: Warm-up iterations before the timed ones: at least this many and this long (as one GPU's).
 WARMUP_ITERATIONS = 3
@@ -90,7 +83,7 @@ class Iterations:
     checked_wait_us: list[float] = field(default_factory=list)  # of the iterations the judge checked
     warmup: int = 0
     checks: int = 0
-    failure: tuple[str, str] | None = None  # (status, message)
+    failure: tuple[Status, str] | None = None  # (status, message)
     rank_diagnostics: list[dict[str, Any]] = field(default_factory=list)  # the ranks' own: gate, host launch
     last_late: bool = False  # the last iteration's launches outlasted a rank's gate (multi_timing)
     late_dropped: int = 0
@@ -106,7 +99,8 @@ class MultiJudge:
         self.device = request.device
         self.arena = Arena(self.device, scratch)
         self.outcome = JudgeOutcome(device={})
-        self.phase, self.phase_began = "start_up", time.monotonic()
+        self.phase: str = Stage.START_UP
+        self.phase_began = time.monotonic()
         self.baselines: dict[str, dict[str, Any]] = {}
         self.ranks = RankGroup(world_size, scratch, request.limits.log_bytes, rank_environment())
         #: Set once a rank failed: no rank is asked anything more (they are killed in ``run``).
@@ -116,13 +110,13 @@ class MultiJudge:
 
     def judge_device(self) -> torch.device:
         """Where the judge draws the global data and computes references: GPU 0, or the CPU."""
-        return torch.device("cuda", 0) if self.device == "cuda" else torch.device("cpu")
+        return torch.device(CUDA, 0) if self.device == CUDA else torch.device(CPU)
 
     def rank_index(self, rank: int) -> int | None:
-        return rank if self.device == "cuda" else None
+        return rank if self.device == CUDA else None
 
     def sync(self) -> None:
-        if self.device == "cuda":
+        if self.device == CUDA:
             for index in range(self.world_size):
                 torch.cuda.synchronize(index)
 
@@ -147,13 +141,14 @@ class MultiJudge:
         except RankTimeout as failure:
             self._timed_out(failure)
         except RankProtocolViolation as failure:
-            self._set_status("REJECTED", f"forged report: {failure.message} (class 16: a rank spoke out of turn)")
+            self.outcome.judged(Status.REJECTED,
+                                f"forged report: {failure.message} (class 16: a rank spoke out of turn)")
         except RankDied as failure:
             self._died(failure)
         except RankRaised as failure:
-            if self.phase in ("start_up", "baseline"):  # nothing of the submission's exists yet
+            if self.phase in (Stage.START_UP, Stage.BASELINE):  # nothing of the submission's exists yet
                 raise HarnessFailure(f"the baseline failed: {failure.message}") from None
-            self._ended_by("RUNTIME_ERROR", failure.message)
+            self._ended_by(Status.RUNTIME_ERROR, failure.message)
         finally:
             self.next_phase("done")
             self.outcome.phase_seconds.pop("done", None)
@@ -173,51 +168,47 @@ class MultiJudge:
         self._prepare_device()
         warm = self.ranks.gather("warm")
         self.outcome.device = dict(warm[0].get("device") or device_info(self.device))
-        self.next_phase("baseline")
+        self.next_phase(Stage.BASELINE)
         for shape in self.shapes:  # before the import: the ranks run the harness's code only
-            self.ranks.enter("baseline", self.request.limits.ranked_s, shape.shape_id)
+            self.ranks.enter(Stage.BASELINE, self.request.limits.ranked_s, shape.shape_id)
             self.baselines[shape.shape_id] = self._time_baseline(shape)
-        self.next_phase("compile")
-        self.ranks.enter("compile", self.request.limits.compile_s)
+        self.next_phase(Stage.COMPILE)
+        self.ranks.enter(Stage.COMPILE, self.request.limits.compile_s)
         self.ranks.send_all({"type": "import"})
         if not self._imported():
             return
-        self.next_phase("test")
-        self.ranks.enter("test", self.request.limits.test_s)
+        self.next_phase(Stage.TEST)
+        self.ranks.enter(Stage.TEST, self.request.limits.test_s)
         passed = self._test_stage()
         if self.outcome.status is None and passed:
-            self.next_phase("ranked")
+            self.next_phase(Stage.RANKED)
             self._ranked_stage(passed)
         if not self.ended:
             self.ranks.send_all({"type": "finish"})
 
     def _check_devices(self) -> None:
         """One GPU per rank, before any rank starts (a slot's CUDA_VISIBLE_DEVICES lists its GPUs)."""
-        if self.device == "cuda" and torch.cuda.device_count() < self.world_size:
+        if self.device == CUDA and torch.cuda.device_count() < self.world_size:
             raise HarnessFailure(f"{self.world_size} ranks need {self.world_size} GPUs; this job sees "
                                  f"{torch.cuda.device_count()} (CUDA_VISIBLE_DEVICES)")
 
     def _prepare_device(self) -> None:
         single_threaded_host_work()
-        if self.device == "cuda":
+        if self.device == CUDA:
             torch.cuda.init()
             for index in range(self.world_size):
-                torch.zeros(1, device=torch.device("cuda", index))
+                torch.zeros(1, device=torch.device(CUDA, index))
 
     def _imported(self) -> bool:
         answers = self.ranks.gather("imported", "compile_error")
         for rank, answer in enumerate(answers):
             if answer["type"] == "compile_error":
-                self._set_status("COMPILE_ERROR", str(answer.get("message", ""))[:20000])
+                self.outcome.judged(Status.COMPILE_ERROR, str(answer.get("message", ""))[:20000])
                 return False
             if answer.get("problem"):
-                self._set_status("REJECTED", f"rank {rank}: {answer['problem']}")
+                self.outcome.judged(Status.REJECTED, f"rank {rank}: {answer['problem']}")
                 return False
         return True
-
-    def _set_status(self, status: str, message: str) -> None:
-        if self.outcome.status is None:
-            self.outcome.status, self.outcome.message = status, message
 
     # ------------------------------------------------------------ buffers and inputs
 
@@ -254,7 +245,7 @@ class MultiJudge:
         return global_inputs
 
     def verify(self, axes: dict[str, int], buffers: list[RankBuffers],
-               global_inputs: dict[str, torch.Tensor]) -> tuple[str, str, dict[str, Any]]:
+               global_inputs: dict[str, torch.Tensor]) -> tuple[Status, str, dict[str, Any]]:
         """Every rank's inputs untouched, then every rank's outputs (copied out of the shared memory)
         against its part of the reference computed now from the judge's global data."""
         self.sync()
@@ -262,7 +253,7 @@ class MultiJudge:
             mine = self.refmod.rank_inputs(global_inputs, axes, rank)
             for spec, shared in zip(self.problem.inputs, rank_buffers.inputs):
                 if not torch.equal(shared, mine[spec.name].to(shared.device)):
-                    return "REJECTED", f"rank {rank}: the kernel modified its input {spec.name} (class 7)", {}
+                    return Status.REJECTED, f"rank {rank}: the kernel modified its input {spec.name} (class 7)", {}
         references = dict(self.refmod.reference(global_inputs, axes))
         try:
             errors: dict[str, Any] = {}
@@ -270,8 +261,8 @@ class MultiJudge:
                 rank_errors = self._compare_rank(axes, rank, rank_buffers, references)
                 errors.update({f"{name} (rank {rank})": stats for name, stats in rank_errors.items()})
                 if not corr.outputs_pass(rank_errors, self.problem):
-                    return "INCORRECT_NUMERICAL", f"rank {rank}: {work.describe_failure(rank_errors)}", errors
-            return "PASSED", "", errors
+                    return Status.INCORRECT_NUMERICAL, f"rank {rank}: {work.describe_failure(rank_errors)}", errors
+            return Status.PASSED, "", errors
         finally:
             corr.poison_and_release(references)
 
@@ -302,22 +293,22 @@ class MultiJudge:
 
     # ------------------------------------------------------------ correctness
 
-    def _test_stage(self) -> list[tuple[Shape, dict[str, Any]]]:
+    def _test_stage(self) -> list[tuple[Shape, ShapeResult]]:
         passed = []
         for shape in self.shapes:
-            self.ranks.enter("test", self.request.limits.test_s, shape.shape_id)
+            self.ranks.enter(Stage.TEST, self.request.limits.test_s, shape.shape_id)
             started = time.perf_counter()
-            report = self._shape_correctness(shape)
-            report["wall_seconds"] = time.perf_counter() - started
-            self.outcome.shapes.append(report)
-            if report["status"] == "REJECTED":
-                self._set_status("REJECTED", f"{shape.shape_id}: {report['message']}")
+            result = self._shape_correctness(shape)
+            result.wall_seconds = time.perf_counter() - started
+            self.outcome.shapes.append(result)
+            if result.status == Status.REJECTED:
+                self.outcome.judged(Status.REJECTED, f"{shape.shape_id}: {result.message}")
                 return []
-            if report["status"] == "PASSED":
-                passed.append((shape, report))
+            if result.status == Status.PASSED:
+                passed.append((shape, result))
         return passed
 
-    def _shape_correctness(self, shape: Shape) -> dict[str, Any]:
+    def _shape_correctness(self, shape: Shape) -> ShapeResult:
         group = f"test:{shape.shape_id}"
         buffers = self.shared_set(shape, group)
         try:
@@ -328,21 +319,20 @@ class MultiJudge:
         finally:
             self.unbind(group)
 
-    def _trials(self, shape: Shape, buffers: list[RankBuffers]) -> dict[str, Any]:
-        axes, checks = self.axes(shape), []
+    def _trials(self, shape: Shape, buffers: list[RankBuffers]) -> ShapeResult:
+        axes = self.axes(shape)
+        checks: list[CorrectnessCheck] = []
         for seed, public in trial_seeds(self.request, self.config["public_seeds"], shape.shape_id):
             for distribution in self.problem.distributions:
                 label = trial_label(public, distribution)
                 status, message, errors = self.call_and_check(axes, buffers, seed, distribution)
-                checks.append(check_entry(label, distribution, public, status, message, errors))
-                if status != "PASSED":
-                    report = shape_dict(shape, status, f"{label}: {message}")
-                    report["checks"] = checks
-                    return report
-        return passed_shape(shape, checks)
+                checks.append(trial_check(label, distribution, public, status, message, errors))
+                if status != Status.PASSED:
+                    return ShapeResult.failed(shape, status, f"{label}: {message}", checks)
+        return ShapeResult.passed(shape, checks)
 
     def call_and_check(self, axes: dict[str, int], buffers: list[RankBuffers], seed: int,
-                       distribution: str) -> tuple[str, str, dict[str, Any]]:
+                       distribution: str) -> tuple[Status, str, dict[str, Any]]:
         """One call on every rank, judged here. A rank that raises ends the job (RankRaised from
         ``gather``: its peers may be blocked in a collective with it)."""
         global_inputs = self.write_inputs(axes, buffers, seed, distribution)
@@ -350,11 +340,10 @@ class MultiJudge:
         answers = self.ranks.gather("called")
         for rank, answer in enumerate(answers):
             if answer.get("problem"):  # a rank incriminating itself: only failing statuses are taken
-                status = str(answer.get("problem_status"))
-                return (status if status in SELF_REPORTED else "REJECTED"), f"rank {rank}: {answer['problem']}", {}
+                return self_reported(answer.get("problem_status")), f"rank {rank}: {answer['problem']}", {}
         status, message, errors = self.verify(axes, buffers, global_inputs)
         notes = sorted({str(answer.get("note")) for answer in answers if answer.get("note")})
-        if notes and status == "PASSED":
+        if notes and status == Status.PASSED:
             message = "; ".join(notes)
         return status, message, errors
 
@@ -366,52 +355,50 @@ class MultiJudge:
             raise HarnessFailure(f"the baseline failed on {shape.shape_id}: {iterations.failure[1]}")
         return self._stats(iterations)
 
-    def _ranked_stage(self, passed: list[tuple[Shape, dict[str, Any]]]) -> None:
-        for shape, report in passed:
-            self.ranks.enter("ranked", self.request.limits.ranked_s, shape.shape_id)
+    def _ranked_stage(self, passed: list[tuple[Shape, ShapeResult]]) -> None:
+        for shape, result in passed:
+            self.ranks.enter(Stage.RANKED, self.request.limits.ranked_s, shape.shape_id)
             started = time.perf_counter()
             iterations = self._iterate(shape, "kernel", float(self.config["budgets"]["kernel"]))
             if iterations.failure is None:
-                self._record(report, shape, iterations)
-                if self._clock_disagrees(report):
+                self._record(result, shape, iterations)
+                if self._clock_disagrees(result):
                     # As Judge._ranked_stage: on the CPU the witness is the judge's clock, which a busy
                     # machine lengthens (three processes on two cores in CI: 990 us reported, 5838 us
                     # waited). One fresh timing: a forged claim disagrees again, an honest one need not.
-                    set_aside_unconfirmed_timing(report)
-                    self.ranks.enter("ranked", self.request.limits.ranked_s, shape.shape_id)
+                    set_aside_unconfirmed_timing(result)
+                    self.ranks.enter(Stage.RANKED, self.request.limits.ranked_s, shape.shape_id)
                     iterations = self._iterate(shape, "kernel", float(self.config["budgets"]["kernel"]))
                     if iterations.failure is None:
-                        self._record(report, shape, iterations)
-            report["wall_seconds"] += time.perf_counter() - started
+                        self._record(result, shape, iterations)
+            result.wall_seconds += time.perf_counter() - started
             if iterations.failure is None:
                 continue
             status, message = iterations.failure  # REJECTED: a check failed; the job ends here
-            report.update(status=status, message=message)
-            self._set_status(status, f"{shape.shape_id}: {message}")
+            result.ends(status, message)
+            self.outcome.judged(status, f"{shape.shape_id}: {message}")
             return
 
-    def _clock_disagrees(self, report: dict[str, Any]) -> bool:
+    def _clock_disagrees(self, result: ShapeResult) -> bool:
         """CPU device: a timing its witness (the judge's clock) would not confirm."""
-        if self.device != "cpu":
+        if self.device != CPU:
             return False
-        witness = judge_wall_witness(report)
-        return witness is not None and not witness["confirmed"]
+        witness = judge_wall_witness(result)
+        return witness is not None and not witness.confirmed
 
-    def _record(self, report: dict[str, Any], shape: Shape, iterations: Iterations) -> None:
-        report["timing"] = self._stats(iterations)
-        report["baseline_timing"] = self.baselines[shape.shape_id]
-        report["judge"] = judge_clock(iterations.checked_wait_us, len(iterations.samples_us), iterations.checks)
-        report["checks"].append({
-            "trial": f"{iterations.checks} timed iterations checked by the judge (every rank)",
-            "distribution": self.problem.distributions[0], "seed": None, "passed": True, "status": "PASSED",
-            "message": f"of {len(iterations.samples_us)} iterations", "errors": {},
-        })
+    def _record(self, result: ShapeResult, shape: Shape, iterations: Iterations) -> None:
+        result.timing = self._stats(iterations)
+        result.baseline_timing = self.baselines[shape.shape_id]
+        result.clock = judge_clock(iterations.checked_wait_us, len(iterations.samples_us), iterations.checks)
+        result.checks.append(timed_calls_check(
+            f"{iterations.checks} timed iterations checked by the judge (every rank)", self.problem.distributions[0],
+            f"of {len(iterations.samples_us)} iterations"))
 
     def _stats(self, iterations: Iterations) -> dict[str, Any]:
         summary = summarize(iterations.samples_us)
-        method = "wall" if self.device == "cpu" else "events"
+        method = "wall" if self.device == CPU else "events"
         stats = _stats_dict(summary, method, method, converged(summary, TARGET_REL, MIN_SAMPLES))
-        stats.update(warmup_calls=iterations.warmup, cold_l2=self.device == "cuda",
+        stats.update(warmup_calls=iterations.warmup, cold_l2=self.device == CUDA,
                      rank_median_us=[statistics.median(values) for values in iterations.per_rank_us],
                      checked_iterations=iterations.checks, late_iterations_dropped=iterations.late_dropped,
                      rank_diagnostics=[d for d in iterations.rank_diagnostics if d] or None)
@@ -483,7 +470,7 @@ class MultiJudge:
         waited_us = (time.monotonic() - began) * 1e6 - self.ranks.wake_queue_ns / 1e3
         for rank, answer in enumerate(answers):
             if answer.get("problem"):
-                iterations.failure = ("REJECTED", f"rank {rank}: {answer['problem']}")
+                iterations.failure = (Status.REJECTED, f"rank {rank}: {answer['problem']}")
                 return None
         claims = [_claim(rank, answer) for rank, answer in enumerate(answers)]
         iterations.last_late = not warmup and any(answer.get("late") is True for answer in answers)
@@ -497,8 +484,8 @@ class MultiJudge:
         iterations.checks += 1
         if iterations.judge_wait_us:
             iterations.checked_wait_us.append(iterations.judge_wait_us[-1])
-        if status != "PASSED":
-            iterations.failure = ("REJECTED", (f"timed iteration {len(iterations.samples_us)} wrote a wrong output "
+        if status != Status.PASSED:
+            iterations.failure = (Status.REJECTED, (f"timed iteration {len(iterations.samples_us)} wrote a wrong output "
                                                f"(caching, replay or less work when timed; classes 5 and 9): {message}"))
 
     @staticmethod
@@ -519,7 +506,7 @@ class MultiJudge:
         iterations.rank_diagnostics = [dict(answer.get("diagnostics") or {}) for answer in answers]
         for rank, answer in enumerate(answers):
             if answer.get("problem") and iterations.failure is None:
-                iterations.failure = ("REJECTED", f"rank {rank}: {answer['problem']}")
+                iterations.failure = (Status.REJECTED, f"rank {rank}: {answer['problem']}")
         self.unbind(group)  # the ranks unmap the sets before the judge frees them (CUDA IPC)
 
     # ------------------------------------------------------------ endings
@@ -527,32 +514,32 @@ class MultiJudge:
     def _timed_out(self, failure: RankTimeout) -> None:
         stage = self.ranks.stage
         where = f" (shape {stage.shape})" if stage.shape else ""
-        self._ended_by("TIMEOUT", f"stage {stage.name}{where} ran past its limit of {stage.limit_s:g} s "
+        self._ended_by(Status.TIMEOUT, f"stage {stage.name}{where} ran past its limit of {stage.limit_s:g} s "
                                   f"({failure.message}); every rank's process group was killed")
 
     def _died(self, failure: RankDied) -> None:
-        if self.phase in ("start_up", "baseline"):
+        if self.phase in (Stage.START_UP, Stage.BASELINE):
             self.stopped = True
             raise HarnessFailure(f"a rank of the evaluator failed while starting: {failure.message}\n"
                                  f"{self.ranks.close()[-4000:]}")
         stage = self.ranks.stage
         where = f", shape {stage.shape}" if stage.shape else ""
-        self._ended_by("RUNTIME_ERROR", f"{failure.message} during stage {stage.name}{where}; every rank's "
+        self._ended_by(Status.RUNTIME_ERROR, f"{failure.message} during stage {stage.name}{where}; every rank's "
                                         "process group was killed")
 
-    def _ended_by(self, status: str, message: str) -> None:
+    def _ended_by(self, status: Status, message: str) -> None:
         """A rank ended the job during the current stage: the shape being judged gets ``status`` and
         ``message``; the shapes after it were not run (or, passed, not timed)."""
         self.stopped = True
-        self._set_status(status, message)
-        stage, reported = self.ranks.stage, {report["shape_id"]: report for report in self.outcome.shapes}
+        self.outcome.judged(status, message)
+        stage, reported = self.ranks.stage, {result.shape_id: result for result in self.outcome.shapes}
         for shape in self.shapes:
-            report = reported.get(shape.shape_id)
+            result = reported.get(shape.shape_id)
             current = shape.shape_id == stage.shape
-            if report is None:
-                self.outcome.shapes.append(shape_dict(shape, status, message if current else f"not run: {message}"))
-            elif stage.name == "ranked" and report["status"] == "PASSED" and "timing" not in report:
-                report.update(status=status, message=message if current else f"not timed: {message}")
+            if result is None:
+                self.outcome.shapes.append(ShapeResult.of(shape, status, message if current else f"not run: {message}"))
+            elif stage.name == Stage.RANKED and result.status == Status.PASSED and result.timing is None:
+                result.ends(status, message if current else f"not timed: {message}")
 
 
 def drop_late(iterations: Iterations) -> bool:
@@ -575,14 +562,14 @@ def judge_multi(request: EvaluationRequest, problem: Problem, shape_ids: list[st
     clock on the CPU device; on a GPU none yet (per-rank ncu is not done), so the result is
     provisional (docs/multigpu.md)."""
     outcome = MultiJudge(request, problem, shape_ids, config, scratch, world_size).run()
-    if request.mode == "ranked" and outcome.status is None:
-        timed = [shape for shape in outcome.shapes if shape.get("status") == "PASSED" and shape.get("timing")]
-        for report in timed:  # on a GPU recorded for the tolerance of a future witness, not one itself
-            judge = report.get("judge") or {}
-            report["timing"]["judge_wait_us"] = [judge["round_trip_us"], judge["round_trip_low_us"]]
-        if request.device == "cpu":
-            for report in timed:
-                report["witness"] = judge_wall_witness(report)
+    if request.mode == RANKED and outcome.status is None:
+        timed = [result for result in outcome.shapes if result.status == Status.PASSED and result.timing]
+        for result in timed:  # on a GPU recorded for the tolerance of a future witness, not one itself
+            assert result.timing is not None and result.clock is not None
+            result.timing["judge_wait_us"] = [result.clock.round_trip_us, result.clock.round_trip_low_us]
+        if request.device == CPU:
+            for result in timed:
+                result.witness = judge_wall_witness(result)
         elif timed:
             outcome.notes.append("no timing witness for multi-GPU problems yet (Nsight Compute on every rank is "
                                  "not implemented): the result is provisional, never ranked")

@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 import torch
 
+from evaluator.vocabulary import CUDA
+
 Backend = Literal["gloo", "nccl"]
 #: Longest a collective may wait for a peer before torch gives up on its own. The judge's stage
 #: limits (and its watchdogs) end a hang long before; this only keeps a rank from waiting forever
@@ -35,12 +37,12 @@ class RankContext:
 
 def backend_for(device: str) -> Backend:
     """NCCL between GPUs; gloo on the CPU development device (the same harness, two processes in CI)."""
-    return "nccl" if device == "cuda" else "gloo"
+    return "nccl" if device == CUDA else "gloo"
 
 
 def rank_device(device: str, rank: int) -> torch.device:
     """Rank r drives GPU r of those the job may see (CUDA_VISIBLE_DEVICES lists the slot's GPUs)."""
-    return torch.device("cuda", rank) if device == "cuda" else torch.device("cpu")
+    return torch.device("cuda", rank) if device == CUDA else torch.device("cpu")
 
 
 def join_group(device: str, store_path: str, rank: int, world_size: int) -> RankContext:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 from evaluator.problems import Problem
-from evaluator.vocabulary import COMPILE_LIMIT_S, RANKED_LIMIT_S, TEST_LIMIT_S, Language, Mode
+from evaluator.vocabulary import COMPILE_LIMIT_S, RANKED_LIMIT_S, TEST_LIMIT_S, Device, Language, Mode
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class EvaluationRequest:
     file: Path
     language: Language = "python"
     spec: Path | None = None
-    device: Literal["cuda", "cpu"] = "cuda"
+    device: Device = "cuda"
     mode: Mode = "test"
     seed: int | None = None
     secret_seed: int | None = field(default=None, repr=False)

@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from evaluator.vocabulary import CUDA
+
 #: Alignment of a tensor inside its buffer (bytes).
 ALIGN = 256
 
@@ -120,13 +122,13 @@ class Arena:
         ``device_index``: the GPU to allocate on (a multi-GPU job's rank r: GPU r); default the
         current one. Multi-GPU allocation is written from the CUDA documentation, NOT YET RUN ON A GPU."""
         nbytes = _nbytes(shape, dtype)
-        if self.device == "cuda" and device_index is not None:
+        if self.device == CUDA and device_index is not None:
             self._other_devices.add(device_index)
             with torch.cuda.device(device_index):
                 _ok(_cudart().cudaSetDevice(device_index))  # cudaMalloc allocates on the current device
                 raw, (kind, ref) = self._cuda(nbytes, group)
                 self._pointer_device[self._pointers[group][-1]] = device_index
-        elif self.device == "cuda":
+        elif self.device == CUDA:
             raw, (kind, ref) = self._cuda(nbytes, group)
         else:
             raw, (kind, ref) = self._file(nbytes, group)

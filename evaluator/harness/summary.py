@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from evaluator.report import EvaluationReport, ShapeReport, TimingStats
+from evaluator.vocabulary import RANKED, Status
 
 
 def _timing(label: str, timing: TimingStats | None) -> str:
@@ -21,7 +22,7 @@ def _shape_line(shape: ShapeReport) -> str:
         parts.append("ranks " + "/".join(f"{value:.1f}" for value in shape.timing.rank_median_us) + " us")
     if shape.sol:
         parts.append(f"S={shape.sol.score:.3f} SOL={shape.sol.sol_fraction:.2%} x{shape.sol.speedup:.2f}")
-    if shape.message and shape.status.value != "PASSED":
+    if shape.message and shape.status != Status.PASSED:
         parts.append(shape.message[:200])
     return "  ".join(part for part in parts if part)
 
@@ -37,7 +38,7 @@ def human_summary(report: EvaluationReport) -> str:
     lines += [_shape_line(shape) for shape in report.shapes]
     if report.problem_score is not None:
         lines.append(f"problem score: {report.problem_score:.4f} (rank eligible)")
-    elif report.mode == "ranked":
+    elif report.mode == RANKED:
         lines.append("not rank eligible")
     lines += [f"flag: {flag}" for flag in report.flags]
     lines += [f"note: {note}" for note in report.notes]

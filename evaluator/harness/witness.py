@@ -46,8 +46,10 @@ from typing import Any
 
 from evaluator.harness import channel, identity, process_tree
 from evaluator.harness.cpu_baseline import BaselineClock
+from evaluator.harness.outcome import ShapeResult
 from evaluator.harness.parent import child_env
 from evaluator.harness.profile import ncu_version, parse_raw_csv
+from evaluator.report import Witness
 from evaluator.scoring import witnessed_time
 
 #: Witnessed calls per shape, every one checked. The first is a warm-up (``WARMUP_CALLS``): made,
@@ -120,50 +122,51 @@ class CallTimes:
     problem: str | None = None
 
 
-def judge_wall_witness(report: dict[str, Any], baseline: BaselineClock | None = None) -> dict[str, Any] | None:
+def judge_wall_witness(result: ShapeResult, baseline: BaselineClock | None = None) -> Witness | None:
     """CPU: the 10th percentile of the judge's round trips over its checked calls as the witness.
     Each is a lower bound of its call's cost (only checked calls, which did the work, and a clock the
     child can only lengthen); the low end drops the scheduling spikes of a busy machine, which on the
     median REJECTED the honest allreduce example in 2 of 10 ranked runs here (2 gloo ranks and the
     judge on 2 cores: median wait 8277 us, 10th percentile 2393 us, 1838 us reported)."""
-    judge = report.get("judge") or {}
-    round_trip = judge.get("round_trip_low_us")
-    timing = report.get("timing")
-    if round_trip is None or not timing:
+    clock, timing = result.clock, result.timing
+    round_trip = clock.round_trip_low_us if clock else None
+    if clock is None or round_trip is None or not timing:
         return None
     floor = round_trip * (1 - CPU_REL) - CPU_ABS_US
     confirmed = float(timing["median_us"]) >= floor
     # The baseline's clock, from the same child before the import, lets the ranked time be the
     # judge's own figure, the kernel's and the baseline's alike (scoring.ranked_cpu_us).
-    return {"source": "judge_wall", "median_us": round_trip, "n": int(judge.get("calls") or 0),
-            "judge_round_trip_us": round_trip, "floor_us": floor, "confirmed": confirmed,
-            "message": "" if confirmed else _not_confirmed(timing["median_us"], floor, "the judge's clock", round_trip),
-            "overhead_us": baseline.overhead_us if baseline else None,
-            "baseline_us": baseline.round_trip_low_us if baseline else None}
+    return Witness(source="judge_wall", median_us=round_trip, n=int(clock.calls or 0), judge_round_trip_us=round_trip,
+                   floor_us=floor, confirmed=confirmed,
+                   message="" if confirmed else _not_confirmed(timing["median_us"], floor, "the judge's clock",
+                                                               round_trip),
+                   overhead_us=baseline.overhead_us if baseline else None,
+                   baseline_us=baseline.round_trip_low_us if baseline else None)
 
 
-def set_aside_unconfirmed_timing(report: dict[str, Any]) -> str:
+def set_aside_unconfirmed_timing(result: ShapeResult) -> str:
     """Before a CPU shape is timed again: the first timing's check entry (always the last one) leaves
-    the report, which keeps one timing entry per shape, the one that stands; the note, added to the
-    report and returned, says why and what the first timing showed."""
-    first = report["checks"].pop() if report.get("checks") else None
-    witness = judge_wall_witness(report) or {}
-    shown = (f" ({report['timing']['median_us']:.1f} us reported, {witness['judge_round_trip_us']:.1f} us "
-             "on the judge's clock)") if witness and report.get("timing") else ""
-    checked = f"; its {first['trial']} passed" if first else ""
+    the result, which keeps one timing entry per shape, the one that stands; the note, added to the
+    result and returned, says why and what the first timing showed."""
+    first = result.checks.pop() if result.checks else None
+    witness = judge_wall_witness(result)
+    shown = (f" ({result.timing['median_us']:.1f} us reported, {witness.judge_round_trip_us:.1f} us "
+             "on the judge's clock)") if witness and result.timing else ""
+    checked = f"; its {first.trial} passed" if first else ""
     note = (f"the judge's clock did not confirm the first timing{shown}, a busy machine?{checked}: "
             "timed again, the second timing stands")
-    report["notes"] = [*report.get("notes", []), note]
+    result.notes = [*result.notes, note]
     return note
 
 
-def gpu_witness(report: dict[str, Any], times: list[float], kernels: int,
-                kernels_each: list[int] | None = None) -> dict[str, Any]:
-    timing = report["timing"]
+def gpu_witness(result: ShapeResult, times: list[float], kernels: int,
+                kernels_each: list[int] | None = None) -> Witness:
+    timing = result.timing
+    assert timing is not None, "a witness confirms a timing"
     warmup = WARMUP_CALLS if len(times) > WARMUP_CALLS else 0
     median = witnessed_time(times, warmup)
     floor = median * (1 - REL) - (ABS_US + PER_KERNEL_US * kernels)
-    round_trip = (report.get("judge") or {}).get("round_trip_low_us")
+    round_trip = result.clock.round_trip_low_us if result.clock else None
     reported = float(timing["median_us"])
     confirmed, message = reported >= floor, ""
     if min(kernels_each or [kernels], default=1) == 0:
@@ -180,9 +183,9 @@ def gpu_witness(report: dict[str, Any], times: list[float], kernels: int,
             message = (f"timing not confirmed: each timed call kept the judge waiting {round_trip:.0f} us, "
                        f"{hidden:.0f} us more than its gate and reported median: work the kernel "
                        "timestamps do not show (host work or copies, class 14)")
-    return {"source": "ncu", "median_us": median, "n": len(times), "calls_us": [float(t) for t in times],
-            "kernels_per_call": kernels, "warmup_calls": warmup,
-            "judge_round_trip_us": round_trip, "floor_us": floor, "confirmed": confirmed, "message": message}
+    return Witness(source="ncu", median_us=median, n=len(times), calls_us=[float(t) for t in times],
+                   kernels_per_call=kernels, warmup_calls=warmup, judge_round_trip_us=round_trip, floor_us=floor,
+                   confirmed=confirmed, message=message)
 
 
 def claimed_gate_us(timing: dict[str, Any]) -> float:

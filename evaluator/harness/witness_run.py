@@ -19,6 +19,7 @@ from typing import Any
 
 from evaluator.harness import channel, process_tree
 from evaluator.harness.call_limits import CallLimit, witness_call_limit
+from evaluator.harness.outcome import ShapeResult
 from evaluator.harness.witness import (
     MIN_WITNESS_CALLS,
     SESSION_LIMIT_S,
@@ -32,7 +33,12 @@ from evaluator.harness.witness import (
     parse_ncu_output,
     witnessed_time,
 )
+from evaluator.problems import Shape
 from evaluator.report import ProfileReport
+from evaluator.vocabulary import CPU, Status
+
+#: A passed shape and its result, as the judge hands them to the witness.
+Timed = list[tuple[Shape, ShapeResult]]
 
 
 class WitnessFailed(Exception):
@@ -142,22 +148,22 @@ def _read_ready(peer: Peer) -> None:
         raise WitnessFailed(f"the submission did not load under ncu: {str(ready.get('message'))[:300]}")
 
 
-def witness_shapes(judge: Any, passed: list[tuple[Any, dict[str, Any]]]) -> list[str]:
+def witness_shapes(judge: Any, passed: Timed) -> list[str]:
     """Fill each passed shape's ``witness`` (and ``profile``); returns notes for the report."""
-    timed = [(shape, report) for shape, report in passed if report.get("status") == "PASSED" and report.get("timing")]
+    timed = [(shape, result) for shape, result in passed if result.status == Status.PASSED and result.timing]
     if not timed:
         return []
     try:
         return _witness(judge, timed)
     finally:
-        for _, report in timed:  # a shape REJECTED under the witness stays so, whatever became of the rest
-            report.pop("witness_rejected", None)
+        for _, result in timed:  # a shape REJECTED under the witness stays so, whatever became of the rest
+            result.witness_rejected = False
 
 
-def _witness(judge: Any, timed: list[tuple[Any, dict[str, Any]]]) -> list[str]:
-    if judge.device == "cpu":
-        for shape, report in timed:
-            report["witness"] = judge_wall_witness(report, judge.baseline_clocks.get(shape.shape_id))
+def _witness(judge: Any, timed: Timed) -> list[str]:
+    if judge.device == CPU:
+        for shape, result in timed:
+            result.witness = judge_wall_witness(result, judge.baseline_clocks.get(shape.shape_id))
         return []
     session = judge.witness_session or NcuSession(judge.scratch, judge.request.profile,
                                                   judge.request.profile_sections)
@@ -203,13 +209,13 @@ class SubPhases:
         self.began = now
 
 
-def _session(judge: Any, session: NcuSession, timed: list[tuple[Any, dict[str, Any]]]) -> tuple[str, list[int]]:
+def _session(judge: Any, session: NcuSession, timed: Timed) -> tuple[str, list[int]]:
     parts = SubPhases(judge)
     peer = _loaded_peer(judge, session, parts)
     # The witness process's CUDA context (unless a spare made it) and the submission: ~0 s when the
     # early load (begin_load) ended before the ranked stage.
     parts.done("load")
-    calls = [_witness_shape(judge, peer, shape, report) for shape, report in timed]
+    calls = [_witness_shape(judge, peer, shape, result) for shape, result in timed]
     parts.done("calls")
     # Only ncu (its launcher script, its own processes) and the witness process may be alive when
     # ncu prints: a helper the witness process started could write rows into ncu's output after
@@ -247,7 +253,7 @@ def _loaded_peer(judge: Any, session: NcuSession, parts: SubPhases) -> Peer:
     return peer
 
 
-def _witness_shape(judge: Any, peer: Peer, shape: Any, report: dict[str, Any]) -> int:
+def _witness_shape(judge: Any, peer: Peer, shape: Shape, result: ShapeResult) -> int:
     """The shape's witnessed calls, each checked; returns how many were made (``calls_for``)."""
     ctx = judge.context(shape)
     group = f"witness:{shape.shape_id}"
@@ -262,16 +268,15 @@ def _witness_shape(judge: Any, peer: Peer, shape: Any, report: dict[str, Any]) -
         while made < calls_for(made, time.monotonic() - began):
             made += 1
             private = judge.write_inputs(ctx, inputs, outputs, _seed(), judge.problem.distributions[0])
-            answer = peer.call(witness_call_limit(report["timing"].get("median_us")))
+            answer = peer.call(witness_call_limit((result.timing or {}).get("median_us")))
             if answer.get("error"):
                 raise WitnessFailed(f"the kernel raised under the witness: {str(answer['error'])[:300]}")
             _count_gpu_processes(judge)
             status, message, _ = judge.verify(ctx, inputs, outputs, private)
-            if status != "PASSED":
-                report.update(status="REJECTED", message=(
-                    f"a call under the witness (Nsight Compute) wrote a wrong output: the kernel behaves "
-                    f"differently when profiled (class 9): {message}"))
-                report["witness_rejected"] = True
+            if status != Status.PASSED:
+                result.ends(Status.REJECTED, f"a call under the witness (Nsight Compute) wrote a wrong output: the "
+                                             f"kernel behaves differently when profiled (class 9): {message}")
+                result.witness_rejected = True
     finally:
         if not peer.broken:
             peer.send({"type": "unbind"})
@@ -322,31 +327,31 @@ def _seed() -> int:
     return fresh_seed()
 
 
-def _apply(session: NcuSession, timed: list[tuple[Any, dict[str, Any]]], output: str,
-           calls_made: list[int]) -> list[str]:
+def _apply(session: NcuSession, timed: Timed, output: str, calls_made: list[int]) -> list[str]:
     try:
         rows = parse_ncu_output(output)
     except ValueError as error:
         # Only a process of the job can write into ncu's output: the submission forged its witness.
-        for _, report in timed:
-            report.update(status="REJECTED", message=f"forged witness: {error} (class 16)")
+        for _, result in timed:
+            result.ends(Status.REJECTED, f"forged witness: {error} (class 16)")
         return []
     calls = attribute(rows, sum(calls_made))
     if calls.problem:
         return [f"no timing witness: {calls.problem}; the result is provisional, never ranked"]
     tool = session.tool()
     first = 0
-    for (_, report), made in zip(timed, calls_made, strict=True):
+    for (_, result), made in zip(timed, calls_made, strict=True):
         window = slice(first, first + made)
         first += made
         times, kernels = calls.per_call_us[window], calls.kernels_per_call[window]
-        if report.pop("witness_rejected", False):
+        if result.witness_rejected:
+            result.witness_rejected = False
             continue
         warmup = WARMUP_CALLS if len(times) > WARMUP_CALLS else 0
-        report["witness"] = gpu_witness(report, times, int(statistics.median_low(kernels[warmup:])), kernels)
+        result.witness = gpu_witness(result, times, int(statistics.median_low(kernels[warmup:])), kernels)
         if session.profile:
             call = times.index(witnessed_time(times, warmup), warmup)
-            report["profile"] = ProfileReport(available=True, tool=tool, kernels=calls.kernels[window][call])
+            result.profile = ProfileReport(available=True, tool=tool, kernels=calls.kernels[window][call])
     notes = []
     if calls.marker_us is not None:
         notes.append(f"witness: ncu reads the {_marker_note(calls.marker_us)}")

@@ -29,7 +29,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
-from evaluator.vocabulary import LANGUAGES
+from evaluator.vocabulary import CPU, LANGUAGES
 
 CATALOGUE_DIR = Path(__file__).resolve().parent
 #: The environment variable that moves the folder of imported problems (``imported_dir``).
@@ -233,7 +233,7 @@ class Problem:
         On the CPU development device only shapes flagged ``cpu`` exist (every problem has some):
         it checks correctness and the harness, never ranks.
         """
-        if device == "cpu":
+        if device == CPU:
             return tuple(shape for shape in self.shapes if shape.cpu)
         if which == "all":
             return self.shapes

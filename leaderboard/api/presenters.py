@@ -15,6 +15,7 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
+from evaluator.vocabulary import Status
 from leaderboard.audience import (
     may_see_details,
     public_evidence,
@@ -96,7 +97,7 @@ def _unwitnessed(report: dict[str, Any]) -> str:
     reasons = []
     for shape in report.get("shapes", []):
         witness = shape.get("witness")
-        if shape.get("status") != "PASSED" or (witness and witness.get("confirmed")):
+        if shape.get("status") != Status.PASSED or (witness and witness.get("confirmed")):
             continue
         why = (witness or {}).get("message") or "no witness measurement"
         reasons.append(f"{shape.get('shape_id')}: {why}")

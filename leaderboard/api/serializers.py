@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings
 from rest_framework import serializers
 
-from evaluator.vocabulary import DEFAULT_MODE
+from evaluator.vocabulary import DEFAULT_MODE, language_of_file
 from leaderboard.api.webhooks import RefusedCallback, check_callback_url
 from leaderboard.models import Language, Mode
 
@@ -67,14 +67,8 @@ class SubmitSerializer(serializers.Serializer):
         return attrs
 
 
-EXTENSIONS = {".py": Language.PYTHON, ".ptx": Language.PTX, ".cu": Language.CUDA, ".cuh": Language.CUDA}
-
-
 def language_for_filename(filename: str) -> str:
-    for suffix, language in EXTENSIONS.items():
-        if filename.lower().endswith(suffix):
-            return str(language)
-    return str(Language.PYTHON)
+    return language_of_file(filename)
 
 
 class BatchSerializer(serializers.Serializer):

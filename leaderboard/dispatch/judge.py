@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 
 from evaluator.gpus import GpuSpec, GpuSpecError
 from evaluator.problems import FLOP_CLASSES, CatalogueError, Counts, get_problem
-from evaluator.report import EvaluationReport, RankedTime, ShapeReport, SolFigures, Status, worst_status
+from evaluator.report import EvaluationReport, RankedTime, ShapeReport, SolFigures
 from evaluator.scoring import problem_score, ranked_time, shape_score, sol_figures, witnessed_time
+from evaluator.vocabulary import CPU, CUDA, RANKED, Status, Verdict, worst_status
 from leaderboard.models import Evaluation, GpuType, Shape
 
 #: A claimed score may differ from the site's by float noise only (same functions, same inputs).
@@ -37,7 +38,7 @@ class Refused(Exception):
 
 @dataclass
 class Judgement:
-    verdict: str
+    verdict: Verdict
     score: float | None = None
     rank_eligible: bool = False
     witnessed: bool = False
@@ -90,7 +91,7 @@ def counted_shape_ids(shapes: dict[str, Shape], development: bool) -> set[str]:
 
 
 def check_shapes_asked(evaluation: Evaluation, report: EvaluationReport) -> None:
-    device = "cpu" if evaluation.gpu_type.development_device else "cuda"
+    device = CPU if evaluation.gpu_type.development_device else CUDA
     try:
         asked = [s.shape_id for s in get_problem(report.problem).select_shapes(evaluation.shape_selection, device)]
     except CatalogueError as error:
@@ -213,7 +214,7 @@ def development_score(item: ShapeReport, ranked: dict[str, RankedTime]) -> float
 def problem_score_of(report: EvaluationReport, counted: set[str], figures: dict[str, SolFigures],
                      development_scores: dict[str, float]) -> float | None:
     """Geometric mean of the counted shapes' scores; None unless every counted shape has one."""
-    if report.mode != "ranked" or not counted:
+    if report.mode != RANKED or not counted:
         return None
     scores = {**{shape_id: figure.score for shape_id, figure in figures.items()}, **development_scores}
     if not counted <= set(scores):
@@ -265,7 +266,7 @@ def flag_costs_ranking(flag: str, counted: set[str], reported: set[str]) -> bool
 
 
 def eligible(report: EvaluationReport, counted: set[str], judgement: Judgement) -> bool:
-    if report.mode != "ranked" or judgement.verdict != "passed" or judgement.score is None:
+    if report.mode != RANKED or judgement.verdict is not Verdict.PASSED or judgement.score is None:
         return False
     if not judgement.witnessed:
         return False

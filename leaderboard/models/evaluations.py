@@ -14,18 +14,20 @@ from typing import Any
 from django.db import models, transaction
 from django.utils import timezone
 
-from evaluator.vocabulary import MODES
+from evaluator.vocabulary import MODES, Verdict
 from leaderboard.signals import evaluation_finished
 
 
 class EvaluationStatus(models.TextChoices):
+    """The evaluator's verdicts (``evaluator.vocabulary.Verdict``) and the site's own states."""
+
     QUEUED = "queued"
     RUNNING = "running"
-    PASSED = "passed"
-    FAILED = "failed"
-    ERROR = "error"
-    TIMEOUT = "timeout"
-    REJECTED = "rejected"
+    PASSED = Verdict.PASSED.value
+    FAILED = Verdict.FAILED.value
+    ERROR = Verdict.ERROR.value
+    TIMEOUT = Verdict.TIMEOUT.value
+    REJECTED = Verdict.REJECTED.value
     CANCELLED = "cancelled"
 
 

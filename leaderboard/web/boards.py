@@ -22,6 +22,8 @@ from typing import Any
 from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 
+from evaluator.scoring import geometric_mean, problem_score
+from evaluator.vocabulary import Status
 from leaderboard.models import (
     Evaluation,
     EvaluationStatus,
@@ -33,7 +35,7 @@ from leaderboard.models import (
     Shape,
     ShapeResult,
 )
-from leaderboard.rankings import PASSED_SHAPE_STATUS, ranking_rows
+from leaderboard.rankings import ranking_rows
 from leaderboard.web.agents import agents_of
 from leaderboard.web.sol import shape_sol
 
@@ -84,11 +86,12 @@ class ShapeFigures:
 
 
 def geomean(values: Iterable[float | None]) -> float | None:
-    """Geometric mean of the positive values; None when any is missing (a partial mean misleads)."""
+    """The geometric mean of per-shape figures (speedups, SOL fractions: ``scoring.geometric_mean``);
+    None when any is missing or not positive (a partial mean misleads)."""
     items = list(values)
-    if not items or any(value is None or value <= 0 for value in items):
+    if not items or any(value is None or not value > 0 for value in items):
         return None
-    return math.exp(sum(math.log(value) for value in items if value is not None) / len(items))
+    return geometric_mean([value for value in items if value is not None])
 
 
 def board_shapes(problem: Problem, gpu: GpuType, version: int | None = None) -> list[Shape]:
@@ -108,7 +111,7 @@ def board_shapes(problem: Problem, gpu: GpuType, version: int | None = None) -> 
 
 def shape_figures(evaluation_ids: Iterable[int]) -> dict[int, list[ShapeFigures]]:
     """Passed per-shape results of these evaluations, in one query."""
-    rows = ShapeResult.objects.filter(evaluation_id__in=list(evaluation_ids), status=PASSED_SHAPE_STATUS).values_list(
+    rows = ShapeResult.objects.filter(evaluation_id__in=list(evaluation_ids), status=Status.PASSED).values_list(
         "evaluation_id", "shape_id", "median_us", "speedup", "sol_fraction", "baseline_median_us", "score")
     figures: dict[int, list[ShapeFigures]] = defaultdict(list)
     for evaluation_id, *values in rows:
@@ -248,8 +251,9 @@ def provisional_rows(problem: Problem, gpu: GpuType, limit: int = PROVISIONAL_RO
 
 
 def _provisional_score(evaluation: Evaluation, figures: dict[int, list[ShapeFigures]], ids: set[int]) -> float | None:
-    """The stored score, else the geomean of S over the score's shapes when every one passed."""
+    """The stored score; else, when every shape of the score passed with one, the problem score the
+    site computes from them (``scoring.problem_score``: the same floor on a shape that scored 0)."""
     if evaluation.score is not None:
         return evaluation.score
-    mine = [f.score for f in figures.get(evaluation.pk, []) if f.shape_id in ids]
-    return geomean(mine) if ids and len(mine) == len(ids) else None
+    mine = [f.score for f in figures.get(evaluation.pk, []) if f.shape_id in ids and f.score is not None]
+    return problem_score(mine) if ids and len(mine) == len(ids) else None

@@ -17,9 +17,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from evaluator.harness import anticheat, channel, correctness, stats, trace
+from evaluator.harness.outcome import ShapeResult
 from evaluator.harness.request import EvaluationRequest
 from evaluator.problems import OutputTolerance
-from evaluator.report import Status
+from evaluator.report import Status, Witness
+from tests.harness_helpers import timed_result
 
 # ---------------------------------------------------------------- statistics
 
@@ -404,16 +406,15 @@ def _timing(median_us: float) -> dict[str, object]:
     }
 
 
-def _witness(median_us: float, confirmed: bool = True) -> dict[str, object]:
-    return {"source": "ncu", "median_us": median_us, "n": 3, "kernels_per_call": 1, "floor_us": 0.9 * median_us,
-            "confirmed": confirmed, "message": "" if confirmed else "timing not confirmed: test"}
+def _witness(median_us: float, confirmed: bool = True) -> Witness:
+    return Witness(source="ncu", median_us=median_us, n=3, kernels_per_call=1, floor_us=0.9 * median_us,
+                   confirmed=confirmed, message="" if confirmed else "timing not confirmed: test")
 
 
-def _shapes(kernel_us: dict[str, float], witnessed: bool = True) -> list[dict[str, object]]:
+def _shapes(kernel_us: dict[str, float], witnessed: bool = True) -> list[ShapeResult]:
     return [
-        {"shape_id": shape_id, "axes": {}, "ranked": False, "status": "PASSED", "message": "",
-         "timing": _timing(us), "baseline_timing": _timing(2 * us),
-         **({"witness": _witness(us)} if witnessed else {})}
+        ShapeResult(shape_id=shape_id, axes={}, ranked=False, status=Status.PASSED, timing=_timing(us),
+                    baseline_timing=_timing(2 * us), witness=_witness(us) if witnessed else None)
         for shape_id, us in kernel_us.items()
     ]
 
@@ -456,9 +457,9 @@ def test_the_judges_clock_is_taken_over_the_calls_it_checked() -> None:
     # call the judge checked (chosen after the call) did the work, 900-1100 us.
     # (The median over every call, 1 us, would have confirmed any claim.)
     clock = judge_clock([900.0, 1000.0, 1100.0], calls=19, checks=3)
-    assert clock["round_trip_us"] == 1000.0 and clock["round_trip_low_us"] == 900.0
-    assert clock["calls"] == 19 and clock["checked_calls"] == 3
-    assert judge_clock([], calls=0, checks=0)["round_trip_us"] is None
+    assert clock.round_trip_us == 1000.0 and clock.round_trip_low_us == 900.0
+    assert clock.calls == 19 and clock.checked_calls == 3
+    assert judge_clock([], calls=0, checks=0).round_trip_us is None
 
 
 class ScriptedChild:
@@ -498,7 +499,7 @@ def _serving(device: str, script: list[tuple[float, dict[str, Any]]], monkeypatc
         device=device, child=ScriptedChild(script), sync=lambda: None,
         take_outputs=lambda outputs: {"y": outputs[0].clone()},
         refmod=SimpleNamespace(generate_inputs=lambda *args: {}),
-        verify=lambda *args: ("PASSED", "", {}), write_inputs=lambda *args: None,
+        verify=lambda *args: (Status.PASSED, "", {}), write_inputs=lambda *args: None,
         problem=SimpleNamespace(outputs=[SimpleNamespace(name="y")]),
     )
     judge.limit_call = lambda shape_id, what, first: judge.child.limit_call(what, 15.0 if first else 1.0, "")
@@ -576,10 +577,10 @@ def test_a_timing_answer_without_stats_or_reason_is_a_forged_report() -> None:
     from evaluator.harness.judge_timing import KernelTimingService
 
     service = KernelTimingService.__new__(KernelTimingService)
-    service.report = {}
+    service.result = timed_result({})
     # What a child whose json encoder blanks the "problem" of its "timed" answer sends.
     service._record({"type": "timed", "problem": None}, SimpleNamespace(stats={}, flags=[], notes=[]))
-    assert service.report["status"] == "REJECTED" and "forged report" in service.report["message"]
+    assert service.result.status is Status.REJECTED and "forged report" in service.result.message
 
 
 def test_the_readers_wake_up_delay_counts_only_after_the_frame_arrived() -> None:
@@ -597,7 +598,7 @@ def test_the_readers_wake_up_delay_counts_only_after_the_frame_arrived() -> None
 
 def test_a_median_its_witness_does_not_confirm_is_rejected() -> None:
     shapes = _shapes(RANKED_US)
-    shapes[1]["witness"] = _witness(500.0, confirmed=False)
+    shapes[1].witness = _witness(500.0, confirmed=False)
     report = _build(RANKED_US, shapes=shapes)
     assert report.shapes[1].status is Status.REJECTED
     assert "timing not confirmed" in report.shapes[1].message
@@ -613,12 +614,12 @@ def test_a_result_without_a_witness_is_provisional_and_never_rank_eligible() -> 
 def test_a_flag_on_an_unranked_shape_is_a_note_and_costs_no_ranking() -> None:
     kernel_us = {**RANKED_US, "n4099": 3.0}
     shapes = _shapes(kernel_us)
-    shapes[-1]["flags"] = ["events far above the span (class 14)"]
+    shapes[-1].flags = ["events far above the span (class 14)"]
     report = _build(kernel_us, shapes=shapes)
     assert report.rank_eligible and report.flags == []
     assert any("n4099: events far above" in note for note in report.notes)
     shapes = _shapes(kernel_us)
-    shapes[0]["flags"] = ["events far above the span (class 14)"]
+    shapes[0].flags = ["events far above the span (class 14)"]
     assert not _build(kernel_us, shapes=shapes).rank_eligible
 
 
@@ -647,31 +648,30 @@ def test_a_child_that_dies_before_loading_the_submission_is_the_evaluators_failu
 
 
 def _witnessed(reported_us: float, calls_us: list[float], kernels: int = 1, round_trip: float | None = None,
-               gate_us: float = 20.0) -> dict[str, object]:
+               gate_us: float = 20.0) -> Witness:
     from evaluator.harness.witness import gpu_witness
 
-    report = {"timing": {**_timing(reported_us), "gate_us": gate_us}, "judge": {"round_trip_low_us": round_trip}}
-    return gpu_witness(report, calls_us, kernels)
+    return gpu_witness(timed_result({**_timing(reported_us), "gate_us": gate_us}, round_trip), calls_us, kernels)
 
 
 def test_an_honest_median_a_little_below_ncu_is_confirmed() -> None:
     # ncu adds ~1-1.4 us per kernel: 4.13 us (CUPTI) against 5.25 us (ncu) on the H200.
-    assert _witnessed(4.13, [5.25, 5.3, 5.2])["confirmed"]
-    assert _witnessed(179.2, [177.9, 178.5, 180.0])["confirmed"]
+    assert _witnessed(4.13, [5.25, 5.3, 5.2]).confirmed
+    assert _witnessed(179.2, [177.9, 178.5, 180.0]).confirmed
 
 
 def test_a_median_far_below_what_ncu_measured_is_not_confirmed() -> None:
     witness = _witnessed(5.0, [2000.0, 2001.0, 1999.0])
-    assert not witness["confirmed"] and "timing not confirmed" in witness["message"]
+    assert not witness.confirmed and "timing not confirmed" in witness.message
     # The first call is the warm-up: the witness is the lower of the other two.
-    assert witness["warmup_calls"] == 1 and witness["median_us"] == 1999.0
-    assert witness["floor_us"] == pytest.approx(1999.0 * 0.9 - 3.5)
+    assert witness.warmup_calls == 1 and witness.median_us == 1999.0
+    assert witness.floor_us == pytest.approx(1999.0 * 0.9 - 3.5)
 
 
 def test_work_the_timestamps_do_not_show_fails_the_judges_clock() -> None:
     witness = _witnessed(5.0, [5.2, 5.3, 5.1], round_trip=3000.0)
-    assert not witness["confirmed"] and "class 14" in witness["message"]
-    assert _witnessed(5.0, [5.2, 5.3, 5.1], round_trip=400.0)["confirmed"]
+    assert not witness.confirmed and "class 14" in witness.message
+    assert _witnessed(5.0, [5.2, 5.3, 5.1], round_trip=400.0).confirmed
 
 
 def test_the_host_work_slack_covers_the_honest_calls_measured_on_the_h200() -> None:
@@ -680,17 +680,17 @@ def test_the_host_work_slack_covers_the_honest_calls_measured_on_the_h200() -> N
     # on a 2.2 ms one (w4a16_gemm's baseline), 1179 us on a 74 us one (silu_and_mul's baseline).
     for reported, ncu, hidden in [(9122.7, 8852.9, 1947.0), (5406.1, 5314.1, 3677.1), (2160.1, 2103.2, 1816.1),
                                   (74.0, 75.1, 1179.0)]:
-        assert _witnessed(reported, [ncu] * 3, round_trip=1000.0 + reported + hidden, gate_us=1000.0)["confirmed"]
+        assert _witnessed(reported, [ncu] * 3, round_trip=1000.0 + reported + hidden, gate_us=1000.0).confirmed
     # Beyond 2000 us + 75% of the median it is host work (class 14).
-    assert not _witnessed(74.0, [75.1] * 3, round_trip=1000.0 + 74.0 + 2100.0, gate_us=1000.0)["confirmed"]
-    assert not _witnessed(5406.1, [5314.1] * 3, round_trip=1000.0 + 5406.1 + 6200.0, gate_us=1000.0)["confirmed"]
+    assert not _witnessed(74.0, [75.1] * 3, round_trip=1000.0 + 74.0 + 2100.0, gate_us=1000.0).confirmed
+    assert not _witnessed(5406.1, [5314.1] * 3, round_trip=1000.0 + 5406.1 + 6200.0, gate_us=1000.0).confirmed
 
 
 @pytest.mark.parametrize("gate_us", [1e9, math.inf, math.nan, -5.0, "soon"])
 def test_a_claimed_gate_excuses_no_more_than_the_longest_gate_the_harness_sets(gate_us: Any) -> None:
     """The gate comes from the child's statistics: a forged one must not swallow hidden host work."""
     witness = _witnessed(5.0, [5.2, 5.3, 5.1], round_trip=4000.0, gate_us=gate_us)
-    assert not witness["confirmed"] and "class 14" in witness["message"]
+    assert not witness.confirmed and "class 14" in witness.message
 
 
 @dataclass

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from evaluator.harness.outcome import JudgeOutcome, ShapeResult
+from evaluator.vocabulary import Status
 from tests.harness_helpers import FIXTURES, REPO, evaluate_file, run_cli
 
 CPU = ("--device", "cpu")
@@ -239,7 +241,7 @@ def _scripted_judge(claims_us: list[float], waits_us: list[float]) -> tuple[obje
         device="cpu", world_size=2, config={"budgets": {"kernel": 1.0}}, baselines={"n4096": {}},
         request=SimpleNamespace(limits=SimpleNamespace(ranked_s=60.0)), _iterate=iterate,
         ranks=SimpleNamespace(enter=lambda stage, limit, shape_id: entered.append(stage)),
-        problem=SimpleNamespace(distributions=["normal"]), _set_status=lambda status, message: None,
+        problem=SimpleNamespace(distributions=["normal"]), outcome=JudgeOutcome(device={}),
     )
     return judge, entered
 
@@ -247,17 +249,18 @@ def _scripted_judge(claims_us: list[float], waits_us: list[float]) -> tuple[obje
 def test_a_cpu_timing_the_judges_clock_does_not_confirm_is_timed_once_more() -> None:
     # CI on 2 cores (two ranks and the judge): 990 us reported against 5838 us waited, REJECTED.
     judge, entered = _scripted_judge([990.0, 1000.0], [5838.0, 1400.0])
-    report: dict[str, object] = {"wall_seconds": 0.0, "checks": [], "status": "PASSED"}
-    judge._ranked_stage([(SimpleShape("n4096"), report)])
+    result = ShapeResult(shape_id="n4096", axes={}, ranked=True, status=Status.PASSED)
+    judge._ranked_stage([(SimpleShape("n4096"), result)])
     assert entered == ["ranked", "ranked"]
-    assert report["timing"]["median_us"] == 1000.0 and report["judge"]["round_trip_us"] == 1400.0
-    assert any("timed again" in note and "5838.0 us on the judge's clock" in note for note in report["notes"])
-    assert len(report["checks"]) == 1  # one timing entry per shape: the one that stands (CI, 8e34f5f)
+    assert result.timing is not None and result.clock is not None
+    assert result.timing["median_us"] == 1000.0 and result.clock.round_trip_us == 1400.0
+    assert any("timed again" in note and "5838.0 us on the judge's clock" in note for note in result.notes)
+    assert len(result.checks) == 1  # one timing entry per shape: the one that stands (CI, 8e34f5f)
     # Confirmed the first time: timed once.
     judge, entered = _scripted_judge([1000.0], [1400.0])
-    report = {"wall_seconds": 0.0, "checks": [], "status": "PASSED"}
-    judge._ranked_stage([(SimpleShape("n4096"), report)])
-    assert entered == ["ranked"] and "notes" not in report
+    result = ShapeResult(shape_id="n4096", axes={}, ranked=True, status=Status.PASSED)
+    judge._ranked_stage([(SimpleShape("n4096"), result)])
+    assert entered == ["ranked"] and result.notes == []
 
 
 class SimpleShape:

@@ -23,6 +23,7 @@ from evaluator.harness.witness import (
     witnessed_time,
 )
 from evaluator.harness.witness_run import WitnessFailed, await_load, begin_load, calls_for
+from tests.harness_helpers import timed_result
 
 
 def test_cheap_calls_get_three_witnessed_calls_and_costly_ones_two() -> None:
@@ -53,13 +54,13 @@ def test_the_witness_is_the_median_of_three_and_the_lower_of_two() -> None:
 
 
 def test_an_honest_claim_under_a_costly_first_call_is_confirmed_with_two_calls() -> None:
-    report = {"timing": {"median_us": 8000.0, "gate_us": 20.0}, "judge": {"round_trip_low_us": None}}
+    report = timed_result({"median_us": 8000.0, "gate_us": 20.0})
     # First call 30% slower (lazy set-up under ncu), second as the timing measured.
     witness = gpu_witness(report, [10400.0, 8050.0], 590, [590, 590])
-    assert witness["confirmed"] and witness["median_us"] == 8050.0 and witness["n"] == 2
-    assert witness["calls_us"] == [10400.0, 8050.0]  # shown in the report, checked by the site
-    forged = gpu_witness({**report, "timing": {"median_us": 3000.0, "gate_us": 20.0}}, [10400.0, 8050.0], 590)
-    assert not forged["confirmed"] and "timing not confirmed" in forged["message"]
+    assert witness.confirmed and witness.median_us == 8050.0 and witness.n == 2
+    assert witness.calls_us == [10400.0, 8050.0]  # shown in the report, checked by the site
+    forged = gpu_witness(timed_result({"median_us": 3000.0, "gate_us": 20.0}), [10400.0, 8050.0], 590)
+    assert not forged.confirmed and "timing not confirmed" in forged.message
 
 
 # ---------------------------------------------------------------- the early load

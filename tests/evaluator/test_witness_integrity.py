@@ -20,6 +20,7 @@ import pytest
 
 from evaluator.harness import process_tree
 from evaluator.harness.witness import attribute, gpu_witness, parse_ncu_output
+from tests.harness_helpers import timed_result
 
 REAL_OUTPUT = (Path(__file__).parents[1] / "fixtures" / "ncu" / "witness_vector_add_h200.txt").read_text()
 CALLS = 12  # 3 shapes x (1 warm-up + 3 witnessed) in that run
@@ -73,11 +74,11 @@ def test_rows_appended_after_ncus_last_closing_marker_leave_the_call_count_wrong
 
 
 def test_a_witnessed_call_with_no_kernel_is_not_a_witness() -> None:
-    report = {"timing": {"median_us": 2.7, "gate_us": 20.0}, "judge": {"round_trip_low_us": 300.0}}
+    report = timed_result({"median_us": 2.7, "gate_us": 20.0}, round_trip_low_us=300.0)
     witness = gpu_witness(report, [0.0, 2.1, 2.0], 1, [0, 1, 1])
-    assert not witness["confirmed"]
-    assert "no kernel" in witness["message"] and "class 16" in witness["message"]
-    assert gpu_witness(report, [2.6, 2.7, 2.6], 1, [1, 1, 1])["confirmed"]
+    assert not witness.confirmed
+    assert "no kernel" in witness.message and "class 16" in witness.message
+    assert gpu_witness(report, [2.6, 2.7, 2.6], 1, [1, 1, 1]).confirmed
 
 
 def test_the_peer_of_a_unix_socket_is_named_by_the_kernel() -> None:

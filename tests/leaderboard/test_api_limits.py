@@ -1,5 +1,5 @@
 """Limits on what one API request may cost: JSON nesting and value counts (400 with a code, never a
-500), on the real catalogue.
+500; `leaderboard/api/parsers.py`), on the real catalogue.
 
 The cast (tests/conftest.py): alice submits with her token.
 """

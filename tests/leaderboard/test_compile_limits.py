@@ -1,6 +1,7 @@
 """What an upload's compile may cost the site: macro bombs refused before nvcc runs, compile slots
 per user and per host (429 / 503 with Retry-After), compile time charged per user, and a rate on
-dry runs and batch items. On the real catalogue; nvcc and ptxas where installed.
+dry runs and batch items (`leaderboard/api/batch.py`: each item checked on its own, one compile budget for
+the whole batch). On the real catalogue; nvcc and ptxas where installed.
 
 The cast (tests/conftest.py): alice uploads; bob holds the site's only compile slot.
 """

@@ -1,5 +1,5 @@
 """The production profile's parts that need no running server: `check --deploy` clean with DEBUG
-off, JSON logs, and /metrics (queue depth per GPU type, jobs by outcome, witness rejections,
+off, JSON logs, and /metrics (`leaderboard/metrics.py`: queue depth per GPU type, jobs by outcome, witness rejections,
 runner heartbeats, request latency), kept from strangers. `.ci/run prod` runs the whole profile
 (uvicorn, Celery, PostgreSQL, Redis) with an API smoke test and a locust load.
 

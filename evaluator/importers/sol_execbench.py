@@ -16,16 +16,19 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.importers.common import (
+    CPU_SHAPE_MAX_BYTES,
     Candidate,
     Refused,
     check_axis_names,
     check_dtype,
+    declared_bytes,
     folders_with,
     majority,
     problem_name,
     rewrite_devices,
 )
 from evaluator.importers.layout import constants_key
+from evaluator.importers.rk_probe import fake_limit
 from evaluator.importers.sxb_definition import (
     check_reference,
     read_axes,
@@ -82,7 +85,7 @@ def convert(folder: Path, workdir: Path, *, prefix: str = "", atol: float | None
     (workdir / UPSTREAM_REFERENCE).write_text(rewritten)
     records = _records(work, workdir)
     parameters, scalar_args, records = _scalars(work, records)
-    axes = list(work.definition["axes"]) + scalar_args
+    axes = list(work.definition["axes"]) + [name for name in scalar_args if name not in work.definition["axes"]]
     tolerance, shapes = _shapes(work, records, axes)
     candidate = _candidate(work, prefix, axes, parameters, scalar_args, tolerance, shapes, rewritten)
     _add_cpu_shape(work, workdir, candidate)
@@ -100,7 +103,7 @@ def _add_cpu_shape(work: _Definition, workdir: Path, candidate: Candidate) -> No
                    key=lambda values: declared_bytes(tensors, values))
 
     def cost(axes: dict[str, int]) -> float | None:
-        return fake_cost(workdir, UPSTREAM_REFERENCE, candidate.adapter, candidate.inputs, axes)
+        return fake_cost(workdir, UPSTREAM_REFERENCE, candidate.adapter, candidate.inputs, axes, candidate.outputs)
 
     flops = cost(smallest)
     if declared_bytes(tensors, smallest) <= CPU_SHAPE_MAX_BYTES and (flops is None or flops <= CPU_FLOPS_MAX):
@@ -132,6 +135,9 @@ def _read(folder: Path) -> _Definition:
         notes.append(f"definition fields not read: {', '.join(unknown)}")
     tensors = [key for key, spec in inputs.items() if spec.get("shape") is not None]
     scalars = [key for key, spec in inputs.items() if spec.get("shape") is None]
+    if not tensors:
+        raise Refused(f"no tensor input: every input is a scalar ({', '.join(scalars) or 'none'}), and SOLboard's "
+                      "kernels take their inputs as tensors")
     for key in scalars:
         check_dtype(f"scalar input {key!r}", str(inputs[key].get("dtype")))
     return _Definition(folder, definition, source, const, var, expr, tensors, scalars, entry, notes=notes)
@@ -206,8 +212,15 @@ def _custom_scalars(work: _Definition, workdir: Path, records: list[dict[str, An
         known = {key: value for key, value in record["scalars"].items() if value is not _CUSTOM}
         wanted = [key for key, value in record["scalars"].items() if value is _CUSTOM]
         names.update(wanted)
-        with FakeTensorMode(allow_non_fake_inputs=True), on_device(family, "cpu", 1):
-            produced = dict(entry({**record["axes"], **known}, torch.device("cpu")))
+        try:
+            with FakeTensorMode(allow_non_fake_inputs=True), on_device(family, "cpu", 1):
+                produced = dict(entry({**record["axes"], **known}, torch.device("cpu")))
+        except Exception as error:  # noqa: BLE001 - values decide: run it for real, where it is small
+            if not fake_limit(error) or _workload_bytes(work, record["axes"]) > CPU_SHAPE_MAX_BYTES:
+                raise Refused(f"custom_inputs_entrypoint gives scalar input(s) {', '.join(wanted)} from values "
+                              f"(workload {record['uuid']}, too big to run on the CPU): {type(error).__name__}") from None
+            with on_device(family, "cpu", 1):
+                produced = dict(entry({**record["axes"], **known}, torch.device("cpu")))
         for key in wanted:
             value = produced.get(key)
             if isinstance(value, torch.Tensor) or not isinstance(value, (bool, int, float)):
@@ -215,6 +228,11 @@ def _custom_scalars(work: _Definition, workdir: Path, records: list[dict[str, An
                               "only plain numbers convert")
             record["scalars"][key] = value
     work.notes.append(f"scalar input(s) {', '.join(sorted(names))} come from custom_inputs_entrypoint: read per workload")
+
+
+def _workload_bytes(work: _Definition, axes: dict[str, int]) -> int:
+    specs = [tensor("input", key, work.inputs[key], work.definition["axes"]) for key in work.tensor_inputs]
+    return declared_bytes(specs, axes)
 
 
 def _keep_common(work: _Definition, records: list[dict[str, Any]], key: str, label: str, reason: str) -> list[dict[str, Any]]:
@@ -242,8 +260,8 @@ def _scalars(work: _Definition, records: list[dict[str, Any]]) -> tuple[list[dic
             kind = "bool" if isinstance(values[0], bool) else "int"
             parameters.append({"name": key, "kind": "axis", "axis": key, "type": kind})
             scalar_args.append(key)
-            for record in records:
-                record["axes"][key] = int(record["scalars"][key])
+            for record in records:  # a scalar the definition also lists as an axis keeps that axis's value
+                record["axes"].setdefault(key, int(record["scalars"][key]))
             work.notes.append(f"scalar input {key!r} ({kind}) is an axis, passed to the kernel as the keyword {key}=...")
             continue
         chosen = majority(values)

@@ -68,9 +68,10 @@ def _fits(weight: tuple[int, float]) -> bool:
 
 
 def fake_cost(workdir: Path, upstream: str, adapter: dict[str, Any], inputs: list[dict[str, Any]],
-              axes: dict[str, int]) -> float | None:
+              axes: dict[str, int], outputs: list[dict[str, Any]] | None = None) -> float | None:
     """The flops of the custom inputs entrypoint and ``run`` at these axes under fake tensors, or
-    None where they refuse them."""
+    None where they refuse them or make tensors of other sizes than declared (an entrypoint or a
+    reference that fixes a size the axes say otherwise)."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -93,12 +94,33 @@ def fake_cost(workdir: Path, upstream: str, adapter: dict[str, Any], inputs: lis
                 if parameter["kind"] != "tensor":
                     args.append(scalars[name])
                 elif parameter["source"] == "custom":
+                    if tuple(custom[name].shape) != tuple(dim_size(dim, axes) for dim in declared[name]["shape"]):
+                        return None
                     args.append(custom[name])
                 else:
                     spec = declared[name]
                     args.append(torch.zeros([dim_size(dim, axes) for dim in spec["shape"]],
                                             dtype=getattr(torch, spec["dtype"])))
-            flops, _ = count_flops(lambda: module.run(*args))
+            result: list[Any] = []
+            flops, _ = count_flops(lambda: result.append(module.run(*args)))
     except Exception:  # noqa: BLE001 - the reference refuses these sizes (or needs real values)
         return None
+    if outputs is not None and not _outputs_as_declared(result[0], outputs, axes):
+        return None
     return sum(flops.values())
+
+
+def _outputs_as_declared(result: Any, outputs: list[dict[str, Any]], axes: dict[str, int]) -> bool:
+    from evaluator.importers.common import dim_size
+
+    if isinstance(result, dict):
+        values = [result.get(spec["name"]) for spec in outputs]
+    else:
+        values = list(result) if isinstance(result, (tuple, list)) else [result]
+    if len(values) != len(outputs):
+        return False
+    for value, spec in zip(values, outputs):
+        shape = tuple(getattr(value, "shape", ()))
+        if shape != tuple(dim_size(dim, axes) for dim in spec["shape"]):
+            return False
+    return True

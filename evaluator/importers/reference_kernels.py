@@ -178,7 +178,13 @@ def _probe_specs(work: _Task, upstream: Upstream) -> tuple[list[Probe], list[Spe
             raise Refused(f"tolerance unknown: {found.check_note}; give one with --atol and --rtol")
         probes.append(found)
     if not probes:
+        if unprobed and not work.dropped:
+            raise Refused("no test or benchmark could run: fake tensors cannot follow the reference (values decide its "
+                          "work) and every spec's data is above the 64 MiB the CPU runs for real (a task for a GPU)")
         raise Refused("no test or benchmark runs" + (f" ({work.dropped[-1]})" if work.dropped else ""))
+    order = {id(spec): index for index, spec in enumerate(work.specs)}  # task.yml's order, for the shapes
+    probes.sort(key=lambda found: order.get(id(found.spec), len(order)))
+    unprobed.sort(key=lambda spec: order.get(id(spec), len(order)))
     return _one_structure(probes, work.dropped), unprobed
 
 

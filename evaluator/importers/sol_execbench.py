@@ -83,6 +83,7 @@ def convert(folder: Path, workdir: Path, *, prefix: str = "", atol: float | None
         work.notes.append(f"{replaced} device literal(s) of the reference now follow the device of each call")
     (workdir / "upstream").mkdir(parents=True, exist_ok=True)
     (workdir / UPSTREAM_REFERENCE).write_text(rewritten)
+    _check_imports(workdir)
     records = _records(work, workdir)
     parameters, scalar_args, records = _scalars(work, records)
     axes = list(work.definition["axes"]) + [name for name in scalar_args if name not in work.definition["axes"]]
@@ -118,6 +119,20 @@ def _add_cpu_shape(work: _Definition, workdir: Path, candidate: Candidate) -> No
     candidate.notes.append(f"every workload is too big for the CPU checks: an extra unranked CPU shape ({shown}) is "
                            "not among the workloads" + ("; it changes constant sizes of the definition"
                                                          if set(changed) & set(work.const) else ""))
+
+
+def _check_imports(workdir: Path) -> None:
+    """The reference's module loads here (a missing package is named before anything runs)."""
+    from evaluator.importers.rk_probe import missing_package, package_refusal
+    from evaluator.importers.runtime import load_upstream
+
+    try:
+        load_upstream(workdir, UPSTREAM_REFERENCE)
+    except Exception as error:
+        package = missing_package(error)
+        if package:
+            raise package_refusal(package, "the reference") from error
+        raise Refused(f"the reference does not import: {type(error).__name__}: {error}") from error
 
 
 def _read(folder: Path) -> _Definition:

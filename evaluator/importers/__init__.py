@@ -50,6 +50,7 @@ class ProblemOutcome:
     shapes: int = 0
     version: int | None = None
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
     def lines(self, dry_run: bool = False) -> list[str]:
         head = f"{STATUS_TEXT[self.status]:<20} {self.name or '-'}  <- {self.source}  ({self.seconds:.1f} s)"
@@ -86,8 +87,9 @@ class ImportReport:
         summary = self.to_dict()["summary"]
         parts = [f"{summary[status]} {STATUS_TEXT[status]}" for status in STATUS_TEXT if summary[status]]
         seconds = sum(item.seconds for item in self.problems)
+        cpu = sum(item.cpu_seconds for item in self.problems)
         return f"{len(self.problems)} problem(s) from {self.format}: " + (", ".join(parts) or "none") + \
-            f" ({seconds:.0f} s of import processes)"
+            f" ({seconds:.0f} s of import processes, {cpu:.0f} CPU s)"
 
     def lines(self) -> list[str]:
         lines = [line for item in self.problems for line in item.lines(self.dry_run)]

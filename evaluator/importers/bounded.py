@@ -120,7 +120,7 @@ def _refused(task: Task, reason: str) -> dict[str, Any]:
 
     return {"source": source_reference(Path(task.folder), Path(task.root), task.source_repo), "status": "refused",
             "reason": reason, "name": task.name, "dropped": [], "notes": [], "rankable": False, "counts": "missing",
-            "shapes": 0, "version": None, "digest": "", "staged": None}
+            "shapes": 0, "version": None, "digest": "", "staged": None, "cpu_seconds": 0.0}
 
 
 def _finished(running: _Running, budget: Budget) -> dict[str, Any] | None:
@@ -138,13 +138,27 @@ def _finished(running: _Running, budget: Budget) -> dict[str, Any] | None:
         return _refused(running.task, f"the import process died (exit code {code}: killed by a signal, out of "
                                       "memory, or a crash in native code)")
     if elapsed > budget.seconds:
-        _kill(running)
-        return _refused(running.task, f"exceeded its time budget of {budget.seconds:g} s (--time-budget); the "
-                                      "reference or the generator runs too long on the CPU")
+        return _killed(running, f"exceeded its time budget of {budget.seconds:g} s (--time-budget); the "
+                                "reference or the generator runs too long on the CPU")
     if resident_bytes(running.process.pid) > budget.memory_mib * 2**20:
-        _kill(running)
-        return _refused(running.task, f"exceeded its memory budget of {budget.memory_mib} MiB (--memory-budget)")
+        return _killed(running, f"exceeded its memory budget of {budget.memory_mib} MiB (--memory-budget)")
     return None
+
+
+def _killed(running: _Running, reason: str) -> dict[str, Any]:
+    cpu = _cpu_seconds(running.process.pid)
+    _kill(running)
+    return {**_refused(running.task, reason), "cpu_seconds": cpu}
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds of a live process (/proc/PID/stat fields 14 and 15)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def run_bounded(tasks: list[Task], budget: Budget, jobs: int = 1,

@@ -7,6 +7,7 @@ holds the time and memory budget, and this module turns every failure into a ref
 
 from __future__ import annotations
 
+import resource
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -59,6 +60,8 @@ class Result:
     version: int | None = None
     digest: str = ""
     staged: str | None = None
+    #: CPU seconds the child used (user + system): what the import costs whatever else the machine runs.
+    cpu_seconds: float = 0.0
 
 
 def converter(fmt: str) -> Any:
@@ -89,6 +92,8 @@ def run(task: Task) -> dict[str, Any]:
         result.reason = f"{type(error).__name__}: {error}"
     if result.reason is not None:
         result.status = "refused"
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    result.cpu_seconds = usage.ru_utime + usage.ru_stime
     return asdict(result)
 
 

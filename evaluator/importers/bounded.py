@@ -164,19 +164,44 @@ def _cpu_seconds(pid: int) -> float:
 def run_bounded(tasks: list[Task], budget: Budget, jobs: int = 1,
                 before_start: Callable[[int, Task], Task] | None = None) -> Iterator[tuple[int, dict[str, Any], float]]:
     """Each task in a bounded child, at most ``jobs`` at a time; yields (index, result, seconds)
-    as each finishes. ``before_start`` may complete a task with what earlier results told."""
+    as each finishes. ``before_start`` may complete a task with what earlier results told. The
+    fork server is stopped at the end: a process that imports (a test, the management command)
+    keeps no helper processes alive afterwards."""
     context = _context()
+    try:
+        yield from _run_all(context, tasks, budget, jobs, before_start)
+    finally:
+        _stop_helpers()
+
+
+def _stop_helpers() -> None:
+    """multiprocessing's fork server and resource tracker, which it starts once per process and
+    never stops; its own tests stop them with these (private) methods."""
+    from multiprocessing import forkserver, resource_tracker
+
+    for helper in (getattr(forkserver, "_forkserver", None), getattr(resource_tracker, "_resource_tracker", None)):
+        stop = getattr(helper, "_stop", None)
+        if callable(stop):
+            stop()
+
+
+def _run_all(context: Any, tasks: list[Task], budget: Budget, jobs: int,
+             before_start: Callable[[int, Task], Task] | None) -> Iterator[tuple[int, dict[str, Any], float]]:
     pending = list(enumerate(tasks))
     running: list[_Running] = []
-    while pending or running:
-        while pending and len(running) < max(1, jobs):
-            index, task = pending.pop(0)
-            task = before_start(index, task) if before_start is not None else task
-            running.append(_start(context, index, task, budget))
-        for item in list(running):
-            result = _finished(item, budget)
-            if result is None:
-                continue
-            running.remove(item)
-            yield item.index, result, time.monotonic() - item.started
-        time.sleep(POLL_S)
+    try:
+        while pending or running:
+            while pending and len(running) < max(1, jobs):
+                index, task = pending.pop(0)
+                task = before_start(index, task) if before_start is not None else task
+                running.append(_start(context, index, task, budget))
+            for item in list(running):
+                result = _finished(item, budget)
+                if result is None:
+                    continue
+                running.remove(item)
+                yield item.index, result, time.monotonic() - item.started
+            time.sleep(POLL_S)
+    finally:  # an interrupted import leaves no child behind
+        for item in running:
+            _kill(item)

@@ -9,7 +9,7 @@ Nothing in a task declares its tensors, so the conversion reads what it can from
 (``rk_task``: cheap refusals before any code runs), then runs the task's code (``rk_probe``):
 every spec under torch's fake tensors (structure, shapes, dtypes, the check's tolerance), the
 smallest for real to tell inputs from output buffers; ``rk_declare`` turns the probes into
-declared tensors. The problem is named ``<set>_<task>`` (``pmpp_v2_vectoradd_py``), so tasks of the
+declared tensors and tolerances. The problem is named ``<set>_<task>`` (``pmpp_v2_vectoradd_py``), so tasks of the
 same name in two sets stay apart. docs/importing.md lists what each field becomes.
 """
 
@@ -32,7 +32,7 @@ from evaluator.importers.common import (
     rewrite_devices,
 )
 from evaluator.importers.layout import constants_key, signature
-from evaluator.importers.rk_declare import data_slots, declare, leaf_names, result_names
+from evaluator.importers.rk_declare import data_slots, declare, leaf_names, result_names, tolerances
 from evaluator.importers.rk_probe import (
     UPSTREAM,
     Buffers,
@@ -238,7 +238,8 @@ def _candidate(work: _Task, probes: list[Probe], unprobed: list[Spec], buffers: 
         work.notes.append(f"data leaf {i} ({slots[i].name}) is an output buffer: {buffers.why[i]}")
     for i in sorted(buffers.unused - set(buffers.pairs.values())):
         work.notes.append(f"data leaf {i} ({slots[i].name}) does not change the reference's result; it stays an input")
-    tolerance, per_output, per_shape = _tolerances(work, probes, outputs)
+    tolerance, per_output, per_shape = tolerances(work.constant_tolerance, work.tolerance_override, probes, outputs,
+                                                  work.notes)
     constants = _constants(probes, slots)
     shapes = _shapes(work, probes, per_shape) + _unprobed_shapes(work, unprobed, probes, bool(constants))
     set_name, task_name = work.folder.parent.name, work.folder.name
@@ -302,47 +303,6 @@ def _declare_tensors(work: _Task, probes: list[Probe], buffers: Buffers, slots: 
     if not inputs:
         raise Refused("every data item is an output: the task has no input")
     return inputs, declared
-
-
-def _strictest(tolerances: list[dict[str, float]]) -> dict[str, float]:
-    return {"atol": min(item["atol"] for item in tolerances), "rtol": min(item["rtol"] for item in tolerances)}
-
-
-def _tolerances(work: _Task, probes: list[Probe], outputs: list[str]
-                ) -> tuple[dict[str, float], dict[str, dict[str, float]], dict[str, dict[str, float]]]:
-    """(the problem's tolerance, per-output ones, per-shape ones by constants key)."""
-    if work.constant_tolerance is not None:
-        work.notes.append("tolerance read from make_match_reference: atol {atol:g}, rtol {rtol:g}".format(
-            **work.constant_tolerance))
-        return {**work.constant_tolerance, "matched_ratio": 1.0}, {}, {}
-    missing = [p for p in probes if p.tolerances is None]
-    if missing:
-        given = work.tolerance_override
-        if given is None:
-            raise Refused(f"tolerance unknown: {missing[0].check_note}; give one with --atol and --rtol")
-        work.notes.append(f"tolerance atol {given['atol']:g}, rtol {given['rtol']:g} given on the command line "
-                          f"({missing[0].check_note})")
-        return {**given, "matched_ratio": 1.0}, {}, {}
-    lists = [[dict(item) for item in p.tolerances or []] for p in probes]
-    if all(item == lists[0] for item in lists):
-        return _per_output(work, lists[0], outputs)
-    per_shape: dict[str, dict[str, float]] = {}
-    for p, items in zip(probes, lists):
-        key = constants_key(p.axes)
-        per_shape[key] = _strictest([*items, per_shape[key]] if key in per_shape else items)
-    common = majority(list(per_shape.values()))
-    work.notes.append("tolerance read from check_implementation at each shape (it depends on the size): "
-                      + "; ".join(f"{key}: atol {v['atol']:.3g}, rtol {v['rtol']:.3g}" for key, v in per_shape.items()))
-    return {**common, "matched_ratio": 1.0}, {}, {key: v for key, v in per_shape.items() if v != common}
-
-
-def _per_output(work: _Task, items: list[dict[str, float]], outputs: list[str]
-                ) -> tuple[dict[str, float], dict[str, dict[str, float]], dict[str, dict[str, float]]]:
-    common = majority(items)
-    per_output = {name: item for name, item in zip(outputs, items) if item != common}
-    work.notes.append("tolerance read from check_implementation: " + ", ".join(
-        f"{name} atol {item['atol']:g}, rtol {item['rtol']:g}" for name, item in zip(outputs, items)))
-    return {**common, "matched_ratio": 1.0}, per_output, {}
 
 
 def _shapes(work: _Task, probes: list[Probe], per_shape: dict[str, dict[str, float]]) -> list[dict[str, Any]]:

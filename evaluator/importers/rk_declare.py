@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from evaluator.importers.common import Refused, identifier, unique
-from evaluator.importers.layout import Leaf
+from evaluator.importers.common import Refused, identifier, majority, unique
+from evaluator.importers.layout import Leaf, constants_key
 from evaluator.importers.rk_probe import Buffers, Probe
 
 Values = list[tuple[dict[str, int], int]]
@@ -164,3 +164,48 @@ def declare(label: str, picks: list[tuple[dict[str, int], Leaf]], axis_order: li
             notes.append(f"{label} dimension {dim} {note}")
         shape.append(inferred)
     return {"name": label, "shape": shape, "dtype": str(picks[0][1].dtype)}
+
+
+# ---------------------------------------------------------------- tolerances
+
+
+def _strictest(tolerances: list[dict[str, float]]) -> dict[str, float]:
+    return {"atol": min(item["atol"] for item in tolerances), "rtol": min(item["rtol"] for item in tolerances)}
+
+
+def tolerances(constant: dict[str, float] | None, given: dict[str, float] | None, probes: list[Probe],
+               outputs: list[str], notes: list[str]
+               ) -> tuple[dict[str, float], dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """(the problem's tolerance, per-output ones, per-shape ones by constants key): the constant one
+    of make_match_reference, else what check_implementation compared at each probe, else ``given``
+    (--atol/--rtol)."""
+    if constant is not None:
+        notes.append("tolerance read from make_match_reference: atol {atol:g}, rtol {rtol:g}".format(**constant))
+        return {**constant, "matched_ratio": 1.0}, {}, {}
+    missing = [p for p in probes if p.tolerances is None]
+    if missing:
+        if given is None:
+            raise Refused(f"tolerance unknown: {missing[0].check_note}; give one with --atol and --rtol")
+        notes.append(f"tolerance atol {given['atol']:g}, rtol {given['rtol']:g} given on the command line "
+                     f"({missing[0].check_note})")
+        return {**given, "matched_ratio": 1.0}, {}, {}
+    lists = [[dict(item) for item in p.tolerances or []] for p in probes]
+    if all(item == lists[0] for item in lists):
+        return _per_output(notes, lists[0], outputs)
+    per_shape: dict[str, dict[str, float]] = {}
+    for p, items in zip(probes, lists):
+        key = constants_key(p.axes)
+        per_shape[key] = _strictest([*items, per_shape[key]] if key in per_shape else items)
+    common = majority(list(per_shape.values()))
+    notes.append("tolerance read from check_implementation at each shape (it depends on the size): "
+                      + "; ".join(f"{key}: atol {v['atol']:.3g}, rtol {v['rtol']:.3g}" for key, v in per_shape.items()))
+    return {**common, "matched_ratio": 1.0}, {}, {key: v for key, v in per_shape.items() if v != common}
+
+
+def _per_output(notes: list[str], items: list[dict[str, float]], outputs: list[str]
+                ) -> tuple[dict[str, float], dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    common = majority(items)
+    per_output = {name: item for name, item in zip(outputs, items) if item != common}
+    notes.append("tolerance read from check_implementation: " + ", ".join(
+        f"{name} atol {item['atol']:g}, rtol {item['rtol']:g}" for name, item in zip(outputs, items)))
+    return {**common, "matched_ratio": 1.0}, per_output, {}

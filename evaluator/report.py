@@ -176,6 +176,10 @@ class SolFigures(_Model):
     faster_than_light: bool = Field(
         default=False, description="sol_fraction > 1: flagged for review and never ranked."
     )
+    counts_estimated: bool = Field(
+        default=False, description="The counts were derived automatically at import (an estimate): "
+        "a time below t_SOL is a note about the counts, not a verdict (faster_than_light stays false).",
+    )
 
 
 # ---------------------------------------------------------------- witness

@@ -49,6 +49,12 @@ class SolBound:
         return self.t_sol_s * 1e6
 
 
+def has_counts(counts: Counts) -> bool:
+    """Whether a problem's counts say anything: an imported problem whose counts could be neither
+    given nor derived has zero flops and zero bytes, and no speed of light (not "compute, 0 us")."""
+    return counts.bytes > 0 or counts.comm_bytes > 0 or counts.total_flops > 0
+
+
 def compute_time_s(counts: Counts, spec: GpuSpec, world_size: int = 1) -> tuple[float, dict[str, float]]:
     """Least compute time (max over pipes of summed class times) and the time of each class."""
     by_class = {

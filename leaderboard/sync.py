@@ -130,7 +130,8 @@ def _sync_shapes(row: Problem, problem: CatalogueProblem) -> None:
         values = {
             "axes": dict(shape.axes), "ranked": shape.ranked, "quick": shape.quick, "cpu": shape.cpu,
             "position": position, "active": True,
-            "counts": {"flops": dict(counts.flops), "bytes": counts.bytes, "comm_bytes": counts.comm_bytes},
+            "counts": {"flops": dict(counts.flops), "bytes": counts.bytes, "comm_bytes": counts.comm_bytes,
+                       **({"estimated": True} if counts.estimated else {})},
         }
         stored = existing.pop(shape.shape_id, None)
         if stored is None:

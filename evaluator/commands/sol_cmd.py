@@ -10,7 +10,7 @@ from typing import Any
 
 from evaluator.gpus import GpuSpecError, get_gpu_spec, load_gpu_specs
 from evaluator.problems import CatalogueError, Problem, Shape, get_problem
-from evaluator.sol import t_sol
+from evaluator.sol import has_counts, t_sol
 
 HELP = "Print flops by class, bytes, comm bytes, t_SOL (us) and the bound of every shape."
 
@@ -28,6 +28,10 @@ def shape_sol(problem: Problem, shape: Shape, gpu: str, world_size: int) -> dict
     if problem.kind == "multi":
         axes.setdefault("world_size", world_size)
     counts = problem.counts(axes)
+    if not has_counts(counts):
+        return {"shape_id": shape.shape_id, "axes": dict(shape.axes), "ranked": shape.ranked, "flops": {}, "bytes": 0.0,
+                "comm_bytes": 0.0, "t_sol_us": None, "bound": "no counts", "t_compute_us": None,
+                "t_memory_us": None, "t_link_us": None}
     bound = t_sol(counts, get_gpu_spec(gpu), world_size)
     return {
         "shape_id": shape.shape_id,
@@ -49,6 +53,9 @@ def _table(rows: list[dict[str, Any]]) -> str:
     lines = [header, "-" * len(header)]
     for row in rows:
         flops = ", ".join(f"{c}={v:.3g}" for c, v in row["flops"].items() if v) or "0"
+        if row["t_sol_us"] is None:
+            lines.append(f"{row['shape_id']:<28} {str(row['ranked']).lower():>6} {'no counts':>40}")
+            continue
         lines.append(
             f"{row['shape_id']:<28} {str(row['ranked']).lower():>6} {flops:>40} {row['bytes']:>12.4g} "
             f"{row['comm_bytes']:>8.3g} {row['t_sol_us']:>11.3f} {row['bound']}"

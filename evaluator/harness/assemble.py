@@ -82,8 +82,9 @@ def _sol(shape: ShapeReport, problem: Problem, device: DeviceInfo, calibration: 
 
 
 def faster_than_light(shape: ShapeReport) -> bool:
-    """The child's own median below t_SOL (its ranked time may be higher: the claim is what is judged)."""
-    if shape.sol is None or shape.timing is None:
+    """The child's own median below t_SOL (its ranked time may be higher: the claim is what is judged).
+    Never with estimated counts: their t_SOL is not a bound (``below_estimated_light``)."""
+    if shape.sol is None or shape.timing is None or shape.sol.counts_estimated:
         return False
     return shape.sol.faster_than_light or shape.timing.median_us < shape.sol.t_sol_us
 
@@ -106,6 +107,18 @@ def _judge_physics(shape: ShapeReport, problem: Problem, device: DeviceInfo,
     elif shape.witness is not None and not shape.witness.confirmed:
         shape.status = Status.REJECTED
         shape.message = shape.witness.message or "timing not confirmed by its witness"
+    if below_estimated_light(shape):
+        shape.message = ESTIMATED_LIGHT_NOTE
+
+
+#: Shown on a shape timed below the t_SOL of derived counts (it stays PASSED and scores 1).
+ESTIMATED_LIGHT_NOTE = ("faster than the derived speed of light: this problem's counts were derived "
+                        "automatically at import and overestimate the work here (docs/importing.md)")
+
+
+def below_estimated_light(shape: ShapeReport) -> bool:
+    return bool(shape.status is Status.PASSED and shape.sol is not None and shape.sol.counts_estimated
+                and shape.timing is not None and shape.timing.median_us < shape.sol.t_sol_us)
 
 
 def _witnessed(shapes: list[ShapeReport], mode: str) -> bool:

@@ -207,11 +207,12 @@ def _worst(
     return worst
 
 
-def outputs_pass(errors: dict[str, dict[str, Any]], problem: Any) -> bool:
-    """Every output: no NaN/Inf where the reference is finite, and its own matched ratio met."""
+def outputs_pass(errors: dict[str, dict[str, Any]], problem: Any, axes: dict[str, int] | None = None) -> bool:
+    """Every output: no NaN/Inf where the reference is finite, and its own matched ratio met (the
+    shape's own, at ``axes``, where the problem has per-shape tolerances)."""
     return all(
         stats["nonfinite_count"] == 0
-        and stats["matched_ratio"] >= problem.tolerance_for(name).matched_ratio
+        and stats["matched_ratio"] >= problem.tolerance_for(name, axes).matched_ratio
         for name, stats in errors.items()
     )
 

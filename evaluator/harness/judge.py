@@ -366,7 +366,7 @@ class Judge:
         got = taken if taken is not None else self.take_outputs(outputs)
         errors = work.compare_outputs(ctx, private, got)
         corr.poison_and_release(got)
-        if corr.outputs_pass(errors, self.problem):
+        if corr.outputs_pass(errors, self.problem, ctx.axes):
             return Status.PASSED, "", errors
         return Status.INCORRECT_NUMERICAL, work.describe_failure(errors), errors
 

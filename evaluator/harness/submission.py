@@ -43,7 +43,11 @@ def short_traceback(error: BaseException, limit: int = TRACEBACK_LINES) -> str:
     return "\n".join(text[-limit:])
 
 
-def load_python(path: Path) -> LoadedSubmission:
+def load_python(path: Path, problem: Any = None) -> LoadedSubmission:
+    if _imported(problem):
+        foreign = _load_foreign(path, problem)
+        if foreign is not None:
+            return foreign
     # An explicit source loader: the upload's file name (and suffix) must not matter.
     loader = importlib.machinery.SourceFileLoader(MODULE_NAME, str(path))
     spec = importlib.util.spec_from_loader(MODULE_NAME, loader, origin=str(path))
@@ -61,8 +65,39 @@ def load_python(path: Path) -> LoadedSubmission:
             raise
         raise SubmissionError(f"import failed: {short_traceback(error)}") from None
     kernel = getattr(module, "kernel", None)
+    if not callable(kernel) and _imported(problem) and callable(getattr(module, "custom_kernel", None)):
+        from evaluator.importers.foreign import custom_kernel_adapter
+
+        kernel = custom_kernel_adapter(module.custom_kernel, problem)
     if not callable(kernel):
+        if _imported(problem):
+            from evaluator.importers.foreign import contract_text
+
+            raise SubmissionError(f"the file defines no callable kernel: {contract_text(problem)}")
         raise SubmissionError("the file defines no callable `kernel(*inputs, *outputs)`")
+    return LoadedSubmission("python", lambda axes: kernel)
+
+
+def _imported(problem: Any) -> bool:
+    """A problem imported from another benchmark, whose own submission formats are accepted too."""
+    return bool(getattr(problem, "imported", None))
+
+
+def _load_foreign(path: Path, problem: Any) -> LoadedSubmission | None:
+    """A SOL-ExecBench solution.json (None when the file is Python); GPU MODE's ``task`` module made
+    importable for what follows (evaluator/importers/foreign.py)."""
+    from evaluator.importers.foreign import ForeignError, install_task_module, read_solution, solution_kernel
+
+    try:
+        solution = read_solution(path)
+        if solution is None:
+            install_task_module(problem)
+            return None
+        kernel = solution_kernel(solution, problem)
+    except ForeignError as error:
+        raise SubmissionError(str(error)) from None
+    except Exception as error:  # noqa: BLE001 - the solution's own code fails to load
+        raise SubmissionError(f"import failed: {short_traceback(error)}") from None
     return LoadedSubmission("python", lambda axes: kernel)
 
 
@@ -94,7 +129,7 @@ def load(
     if language not in problem.languages:
         raise SubmissionError(f"{problem.name} does not accept {language} submissions")
     if language == "python":
-        return load_python(path)
+        return load_python(path, problem)
     try:
         source = path.read_text()
         launch_spec = launch_spec_path.read_text() if launch_spec_path else None

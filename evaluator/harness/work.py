@@ -66,7 +66,7 @@ def compare_outputs(
         scales = error_scales(ctx.problem, ctx.refmod, inputs, ctx.axes)
     try:
         return {
-            name: corr.compare(name, outputs[name], references[name], ctx.problem.tolerance_for(name),
+            name: corr.compare(name, outputs[name], references[name], ctx.problem.tolerance_for(name, ctx.axes),
                                scales.get(name))
             for name in outputs
         }
@@ -126,7 +126,7 @@ def _timed_set(
 
     def verify() -> str | None:
         errors = compare_outputs(ctx, inputs, outputs)
-        if corr.outputs_pass(errors, ctx.problem):
+        if corr.outputs_pass(errors, ctx.problem, ctx.axes):
             return None
         return describe_failure(errors)
 

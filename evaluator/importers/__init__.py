@@ -4,26 +4,29 @@
     solboard manage import_problems --format ... DIR        (the same, then sync_problems)
 
 ``DIR`` is one problem (a folder with definition.json, or with task.yml) or a tree of them. Each
-problem is converted into a folder of the catalogue's format under ``--out`` (default: the folder
-of imported problems the catalogue reads, ``evaluator/problems/imported/``), validated like a
-native problem (the same loader, then the CPU self-check of its baseline against its reference on
-its CPU shapes, plus input and output checks), and written only when it passes. The report says,
-per problem: converted, partially converted (what was dropped), unchanged, or refused (why).
+problem is converted in a child process with a time and memory budget (``bounded.py``), into a
+folder of the catalogue's format under ``--out`` (default: the folder of imported problems the
+catalogue reads, ``evaluator/problems/imported/``), with counts derived from its reference when
+the source gives none (``derived_counts.py``), validated like a native problem (``validate.py``),
+and written only when it passes. The report says, per problem and as each one finishes:
+converted, partially converted (what was dropped), unchanged, or refused (why).
 
 Formats: ``sol_execbench.py`` and ``reference_kernels.py``; the imported problems' torch side:
-``runtime.py``. docs/importing.md has the field-by-field mapping.
+``runtime.py``; their users' own submissions: ``foreign.py``. docs/importing.md has the
+field-by-field mapping.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
-import tomllib
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from evaluator.importers.common import CONVERTER_VERSION, Candidate, Refused
+from evaluator.importers.common import Refused
 
 FORMATS = ("sol-execbench", "reference-kernels")
 Status = Literal["converted", "partial", "unchanged", "refused"]
@@ -43,8 +46,21 @@ class ProblemOutcome:
     dropped: list[str] = field(default_factory=list)  # partial: what was left out
     notes: list[str] = field(default_factory=list)  # differences that lose nothing
     rankable: bool = False
+    counts: str = "missing"  # provided, derived or missing
     shapes: int = 0
     version: int | None = None
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+
+    def lines(self, dry_run: bool = False) -> list[str]:
+        head = f"{STATUS_TEXT[self.status]:<20} {self.name or '-'}  <- {self.source}  ({self.seconds:.1f} s)"
+        if self.folder and self.status in ("converted", "partial"):
+            head += f"  -> {self.folder}" + (" (dry run: not written)" if dry_run else "")
+        if self.status == "refused":
+            return [head, f"    why: {self.reason}"]
+        lines = [head] + ([f"    counts: {self.counts}"] if self.status != "unchanged" else [])
+        lines += [f"    dropped: {text}" for text in self.dropped]
+        return lines + [f"    note: {text}" for text in self.notes]
 
 
 @dataclass
@@ -67,35 +83,40 @@ class ImportReport:
         counts = {status: sum(item.status == status for item in self.problems) for status in STATUS_TEXT}
         return {**asdict(self), "summary": counts}
 
-    def lines(self) -> list[str]:
-        lines = []
-        for item in self.problems:
-            label = STATUS_TEXT[item.status]
-            head = f"{label:<20} {item.name or '-'}  <- {item.source}"
-            if item.folder and item.status != "refused":
-                head += f"  -> {item.folder}" + (" (dry run: not written)" if self.dry_run else "")
-            lines.append(head)
-            if item.status == "refused":  # what was dropped or noted before the refusal: in the JSON
-                lines.append(f"    why: {item.reason}")
-                continue
-            lines += [f"    dropped: {text}" for text in item.dropped]
-            lines += [f"    note: {text}" for text in item.notes]
+    def summary_line(self) -> str:
         summary = self.to_dict()["summary"]
         parts = [f"{summary[status]} {STATUS_TEXT[status]}" for status in STATUS_TEXT if summary[status]]
-        lines.append(f"{len(self.problems)} problem(s) from {self.format}: " + (", ".join(parts) or "none"))
-        return lines
+        seconds = sum(item.seconds for item in self.problems)
+        cpu = sum(item.cpu_seconds for item in self.problems)
+        return f"{len(self.problems)} problem(s) from {self.format}: " + (", ".join(parts) or "none") + \
+            f" ({seconds:.0f} s of import processes, {cpu:.0f} CPU s)"
+
+    def lines(self) -> list[str]:
+        lines = [line for item in self.problems for line in item.lines(self.dry_run)]
+        return lines + [self.summary_line()]
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to import (the CLI's options)."""
+
+    dry_run: bool = False
+    replace: bool = False
+    prefix: str = ""
+    atol: float | None = None
+    rtol: float | None = None
+    source_repo: str | None = None
+    time_budget_s: float | None = None
+    memory_budget_mib: int | None = None
+    jobs: int = 1
 
 
 def _converter(fmt: str) -> Any:
-    if fmt == "sol-execbench":
-        from evaluator.importers import sol_execbench
+    from evaluator.importers.worker import converter
 
-        return sol_execbench
-    if fmt == "reference-kernels":
-        from evaluator.importers import reference_kernels
-
-        return reference_kernels
-    raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+    return converter(fmt)
 
 
 def default_out() -> Path:
@@ -108,33 +129,21 @@ def discover(fmt: str, source: Path) -> list[Path]:
     return list(_converter(fmt).discover(source))
 
 
-def import_problems(
-    fmt: str,
-    source: Path,
-    out: Path | None = None,
-    *,
-    dry_run: bool = False,
-    replace: bool = False,
-    prefix: str = "",
-    atol: float | None = None,
-    rtol: float | None = None,
-) -> ImportReport:
-    """Convert every problem of ``fmt`` found at ``source`` into ``out`` (see the module docstring).
+def import_problems(fmt: str, source: Path, out: Path | None = None, options: Options | None = None,
+                    progress: Callable[[ProblemOutcome, int, int], None] | None = None, **legacy: Any) -> ImportReport:
+    """Convert every problem of ``fmt`` found at ``source`` into ``out`` (see the module docstring);
+    ``progress(outcome, done, total)`` is called as each problem finishes.
 
     Never raises for a problem that cannot be converted: it is reported as refused. Raises
     ValueError for an unknown format and FileNotFoundError when ``source`` does not exist."""
-    converter = _converter(fmt)
-    source = Path(source)
-    if not source.exists():
+    options = options or Options(**legacy)
+    if not Path(source).exists():
         raise FileNotFoundError(f"no such folder: {source}")
+    folders = discover(fmt, Path(source))
     target = Path(out) if out is not None else default_out()
-    report = ImportReport(format=fmt, source=str(source), out=str(target), dry_run=dry_run)
-    taken: set[str] = set()
-    for folder in converter.discover(source):
-        report.problems.append(
-            _import_one(converter, folder, target, taken, dry_run=dry_run, replace=replace, prefix=prefix,
-                        atol=atol, rtol=rtol)
-        )
+    report = ImportReport(format=fmt, source=str(source), out=str(target), dry_run=options.dry_run)
+    with tempfile.TemporaryDirectory(prefix="solboard-import-") as scratch:
+        report.problems = _run(fmt, Path(source), folders, target, Path(scratch), options, progress)
     if report.written:
         from evaluator.problems import load_catalogue
 
@@ -142,88 +151,56 @@ def import_problems(
     return report
 
 
-def _import_one(converter: Any, folder: Path, target: Path, taken: set[str], *, dry_run: bool, replace: bool,
-                prefix: str, atol: float | None, rtol: float | None) -> ProblemOutcome:
-    outcome = ProblemOutcome(source=str(folder), status="refused")
-    with tempfile.TemporaryDirectory(prefix="solboard-import-") as scratch:
-        work = Path(scratch) / "work"
-        work.mkdir()
-        try:
-            candidate: Candidate = converter.convert(folder, work, prefix=prefix, atol=atol, rtol=rtol)
-            outcome.name, outcome.dropped, outcome.notes = candidate.name, candidate.dropped, candidate.notes
-            version, unchanged = _placement(candidate, target, taken, replace)
-            taken.add(candidate.name)
-            outcome.folder, outcome.version = str(target / candidate.name), version
-            outcome.rankable, outcome.shapes = candidate.rankable, len(candidate.shapes)
-            if unchanged:
-                outcome.status = "unchanged"
-                return outcome
-            staged = Path(scratch) / candidate.name
-            write_folder(candidate, staged, version)
-            from evaluator.importers.validate import validate
+def _run(fmt: str, source: Path, folders: list[Path], target: Path, scratch: Path, options: Options,
+         progress: Callable[[ProblemOutcome, int, int], None] | None) -> list[ProblemOutcome]:
+    """Every folder through a bounded child; outcomes settled (and reported) in discovery order,
+    each as soon as it and every folder before it are done."""
+    from evaluator.importers.bounded import Budget, run_bounded
+    from evaluator.importers.naming import planned_names
+    from evaluator.importers.worker import Task
 
-            outcome.notes = outcome.notes + validate(staged)
-        except Refused as error:
-            outcome.reason = str(error)
+    planned = planned_names(fmt, folders, options.prefix)
+    tasks = [Task(format=fmt, folder=str(folder), root=str(source), target=str(target), scratch=str(scratch / str(i)),
+                  name=planned[i][0], prefix=options.prefix, atol=options.atol, rtol=options.rtol,
+                  replace=options.replace, source_repo=options.source_repo) for i, folder in enumerate(folders)]
+    budget = Budget(options.time_budget_s or Budget().seconds, options.memory_budget_mib or Budget().memory_mib)
+    results: dict[int, tuple[dict[str, Any], float]] = {}
+    outcomes: list[ProblemOutcome] = []
+    firsts: dict[str, tuple[str, str]] = {}  # group -> (digest, source) of its first problem
+    def known(index: int, task: Any) -> Any:
+        group = planned[index][1]
+        return replace(task, same_as=firsts[group][0]) if group in firsts else task
+
+    for index, result, seconds in run_bounded(tasks, budget, options.jobs, known):
+        results[index] = (result, seconds)
+        while len(outcomes) in results:
+            result, seconds = results.pop(len(outcomes))
+            outcome = _settle(result, seconds, planned[len(outcomes)][1], target, firsts, options.dry_run)
+            outcomes.append(outcome)
+            if progress is not None:
+                progress(outcome, len(outcomes), len(tasks))
+    return outcomes
+
+
+def _settle(result: dict[str, Any], seconds: float, group: str | None, target: Path,
+            firsts: dict[str, tuple[str, str]], dry_run: bool) -> ProblemOutcome:
+    """The outcome of one child's result: a problem whose meaning equals the first of its name in
+    this import is ``unchanged`` (the same definition); a converted one is installed (unless a dry run)."""
+    staged = result.pop("staged", None)
+    digest = result.pop("digest", "")
+    outcome = ProblemOutcome(**result, seconds=seconds)
+    if outcome.status not in ("converted", "partial", "unchanged") or not outcome.name:
+        return outcome
+    outcome.folder = str(target / outcome.name)
+    if group is not None:
+        first = firsts.setdefault(group, (digest, outcome.source))
+        if first[1] != outcome.source and first[0] == digest:
+            outcome.status, outcome.folder = "unchanged", None
+            outcome.notes = [f"the same definition as {first[1]}: not written twice"]
             return outcome
-        except (Exception, SystemExit) as error:  # noqa: BLE001 - upstream code fails in any way: reported
-            outcome.reason = f"{type(error).__name__}: {error}"
-            return outcome
-        outcome.status = "partial" if candidate.dropped else "converted"
-        if not dry_run:
-            _install(staged, target / candidate.name)
+    if outcome.status in ("converted", "partial") and staged and not dry_run:
+        _install(Path(staged), target / outcome.name)
     return outcome
-
-
-def _placement(candidate: Candidate, target: Path, taken: set[str], replace: bool) -> tuple[int, bool]:
-    """(version to write, whether an identical import is already there); Refused on a clash."""
-    from evaluator.problems import CATALOGUE_DIR
-
-    if (CATALOGUE_DIR / candidate.name / "problem.toml").exists() and target.resolve() != CATALOGUE_DIR:
-        raise Refused(f"the name {candidate.name!r} is a native problem's; import with --prefix")
-    if candidate.name in taken:
-        raise Refused(f"another problem of this import is also named {candidate.name!r}; import it with --prefix")
-    existing = target / candidate.name / "problem.toml"
-    if not existing.exists():
-        return 1, False
-    try:
-        meta = tomllib.loads(existing.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as error:
-        raise Refused(f"{existing} exists and cannot be read ({error})") from error
-    stored = meta.get("import", {})
-    if not stored:
-        raise Refused(f"{existing.parent} exists and is not an imported problem")
-    if (stored.get("format"), stored.get("upstream_name")) != (candidate.format, candidate.upstream_name):
-        raise Refused(f"{existing.parent} holds another problem ({stored.get('format')} "
-                      f"{stored.get('upstream_name')}); import this one with --prefix")
-    same = (
-        stored.get("source_sha256") == candidate.source_digest
-        and stored.get("converter_version") == CONVERTER_VERSION
-        and stored.get("format") == candidate.format
-    )
-    if same:
-        return int(meta.get("version", 1)), True
-    if not replace:
-        raise Refused(f"{existing.parent} exists with other content; import with --replace to replace it")
-    return int(meta.get("version", 1)) + 1, False
-
-
-def write_folder(candidate: Candidate, folder: Path, version: int) -> None:
-    """The candidate as a catalogue folder (``folder``'s name must be the candidate's name)."""
-    import json
-
-    from evaluator.importers.common import render_counts, render_problem_toml, render_reference
-    from evaluator.importers.runtime import ADAPTER_FILE
-
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "problem.toml").write_text(render_problem_toml(candidate, version))
-    (folder / "counts.py").write_text(render_counts(candidate))
-    (folder / "reference.py").write_text(render_reference(candidate))
-    (folder / ADAPTER_FILE).write_text(json.dumps(candidate.adapter, indent=2) + "\n")
-    for relative, text in candidate.files.items():
-        path = folder / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
 
 
 def _install(staged: Path, final: Path) -> None:
@@ -245,4 +222,8 @@ def _install(staged: Path, final: Path) -> None:
         staging.rmdir()
 
 
-__all__ = ["FORMATS", "ImportReport", "ProblemOutcome", "Refused", "discover", "import_problems"]
+def as_json(report: ImportReport) -> str:
+    return json.dumps(report.to_dict(), indent=2)
+
+
+__all__ = ["FORMATS", "ImportReport", "Options", "ProblemOutcome", "Refused", "discover", "import_problems"]

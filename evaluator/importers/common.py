@@ -1,5 +1,5 @@
-"""What the two converters share: the candidate problem they build, names, problem.toml rendering,
-shape flags, safe arithmetic on axis expressions and the rewrite of device literals.
+"""What the two converters share: the candidate problem they build, names, dtypes, shape ids and
+flags, and the rewrite of device literals in upstream code.
 
 Pure Python (no torch): the converters import torch only where they run upstream code.
 """
@@ -9,39 +9,60 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import operator
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaluator.problems import DTYPES
+from evaluator.problems import DTYPES, Shape
 
 #: Shapes flagged ``cpu`` (what the CPU self-check and the CPU development device run) move at
 #: most this many bytes of declared tensors: the CPU harness's memory for one shape's input sets
 #: (evaluator/api.py), above the native catalogue's 16 MB because imported definitions often fix
 #: large hidden sizes.
 CPU_SHAPE_MAX_BYTES = 64 * 2**20
-#: At most this many shapes are flagged ``cpu``.
+#: A problem whose every shape is above CPU_SHAPE_MAX_BYTES (large constant weights) gets its
+#: smallest shape flagged ``cpu`` when it moves at most this much: heavy for the CPU development
+#: device, but checked there rather than never (the report notes it).
+CPU_SHAPE_HEAVY_BYTES = 512 * 2**20
+#: The CPU checks run a CPU shape's reference several times (baseline, reference, float64): a shape
+#: whose reference computes more than this many flops is not one (a 3D convolution stack at a
+#: realistic size is minutes on two cores).
+CPU_FLOPS_MAX = 2e10
+#: At most this many shapes are flagged ``cpu``; the second one only when it moves at most this
+#: many times the first one's bytes.
 CPU_SHAPES = 2
-#: Keys of a ``[[shapes]]`` entry that are flags, so no axis may carry these names.
+CPU_SECOND_SHAPE_RATIO = 8
+#: Keys of a ``[[shapes]]`` entry that are not axes, so no axis may carry these names.
 SHAPE_FLAGS = ("ranked", "quick", "cpu")
-#: The one input distribution of an imported problem: the source benchmark's own input generator.
+SHAPE_KEYS = (*SHAPE_FLAGS, "id", "tolerance")
+#: The one input distribution of an imported problem whose source has no distribution parameter.
 DISTRIBUTION = "upstream"
+#: What the converter writes next to problem.toml: how SOLboard's contract maps onto the upstream code.
+ADAPTER_FILE = "adapter.json"
 #: Bumped when the converter's output changes meaning (stored in problem.toml's [import] table).
-CONVERTER_VERSION = 1
+CONVERTER_VERSION = 2
 #: Longest problem name the site stores (a SlugField of 64).
 MAX_NAME = 64
-#: Longest shape id the site stores.
-MAX_SHAPE_ID = 200
+#: Longest shape id an import writes: short enough to read in a table and a URL.
+MAX_SHAPE_ID = 64
 
 DTYPE_BYTES = {
     "float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1,
-    "int32": 4, "int64": 8, "float64": 8,
+    "int32": 4, "int64": 8, "float64": 8, "int16": 2, "int8": 1, "uint8": 1, "bool": 1,
 }  # fmt: skip
 assert set(DTYPE_BYTES) == set(DTYPES)
+
+#: dtypes of the sources that SOLboard cannot hold, with what a maintainer can do about them.
+UNSUPPORTED_DTYPES = {
+    "float8_e4m3fnuz": "AMD's fp8 format (MI300): no NVIDIA GPU computes it, so the task is AMD-only",
+    "float8_e5m2fnuz": "AMD's fp8 format (MI300): no NVIDIA GPU computes it, so the task is AMD-only",
+    "float4_e2m1fn_x2": ("packed fp4 (two values a byte): SOLboard has no fp4 tensors yet, and the references "
+                         "that use them need Blackwell's block-scaled matmul, which the CPU cannot run to validate"),
+    "float4_e2m1": "fp4: SOLboard has no fp4 tensors yet",
+}
 
 
 class Refused(Exception):
@@ -61,22 +82,45 @@ class Candidate:
     axes: list[str]
     inputs: list[dict[str, Any]]  # {"name", "shape": [axis | int | "AXIS+n" ...], "dtype"}
     outputs: list[dict[str, Any]]
-    tolerance: dict[str, float]  # atol, rtol, matched_ratio
-    shapes: list[dict[str, Any]]  # axis values plus "ranked" (and later "cpu", "quick")
+    tolerance: dict[str, float]  # atol, rtol, matched_ratio: the problem's
+    #: Axis values plus "ranked" (the source's intent: ranked when counts exist), optional
+    #: "tolerance" (the shape's own), later "id", "cpu" and "quick".
+    shapes: list[dict[str, Any]]
     baseline: str
     adapter: dict[str, Any]
     #: Files of the problem folder other than problem.toml, counts.py and reference.py (relative path).
     files: dict[str, str] = field(default_factory=dict)
-    #: counts.py given with the source (SOLboard's format), or None: counts missing.
+    #: counts.py given with the source (SOLboard's format), or None: derived, else missing.
     counts_source: str | None = None
     scalar_args: list[str] = field(default_factory=list)
+    distributions: list[str] = field(default_factory=lambda: [DISTRIBUTION])
+    #: Per-output tolerances (``[tolerance.<output>]``), where the source checks outputs apart.
+    output_tolerances: dict[str, dict[str, float]] = field(default_factory=dict)
     dropped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Where the source lives: repository and path (never a local absolute path).
+    provenance: str = ""
     source_digest: str = ""
+    #: Counts derived from the reference (``derived_counts``), by shape id; None until derived.
+    derived: dict[str, dict[str, Any]] | None = None
+
+    @property
+    def counts_mode(self) -> str:
+        if self.counts_source is not None:
+            return "provided"
+        return "derived" if self.derived else "missing"
 
     @property
     def rankable(self) -> bool:
-        return self.counts_source is not None
+        return self.counts_mode != "missing" and any(self.ranked(shape) for shape in self.shapes)
+
+    def ranked(self, shape: dict[str, Any]) -> bool:
+        """A shape ranks when the source ranks it and it has counts."""
+        if not shape.get("ranked"):
+            return False
+        if self.counts_source is not None:
+            return True
+        return self.derived is not None and str(shape.get("id")) in self.derived
 
 
 # ---------------------------------------------------------------- names
@@ -127,23 +171,31 @@ def unique(names: Iterable[str], taken: Iterable[str] = ()) -> list[str]:
 
 
 def check_dtype(where: str, dtype: str) -> str:
-    if dtype not in DTYPES:
-        raise Refused(f"{where} has dtype {dtype!r}, which SOLboard does not support (supported: {', '.join(DTYPES)})")
-    return dtype
+    if dtype in DTYPES:
+        return dtype
+    why = UNSUPPORTED_DTYPES.get(dtype, f"which SOLboard does not support (supported: {', '.join(DTYPES)})")
+    raise Refused(f"{where} has dtype {dtype!r}: {why}")
 
 
 def check_axis_names(names: Iterable[str]) -> None:
     for name in names:
-        if name in SHAPE_FLAGS:
-            raise Refused(f"axis {name!r} has the name of a shape flag ({', '.join(SHAPE_FLAGS)})")
+        if name in SHAPE_KEYS:
+            raise Refused(f"axis {name!r} has the name of a shape key ({', '.join(SHAPE_KEYS)})")
 
 
-def digest_files(paths: Iterable[Path]) -> str:
-    digest = hashlib.sha256()
-    for path in paths:
-        digest.update(path.name.encode() + b"\0")
-        digest.update(path.read_bytes() if path.is_file() else b"")
-    return digest.hexdigest()
+def meaning_digest(candidate: Candidate) -> str:
+    """SHA-256 of what the candidate means (its declared problem, shapes, tolerances, adapter and
+    upstream code), not of the files it came from: the same definition written another way (its
+    reference inline or in reference.py, keys reordered) is the same import."""
+    meaning = {
+        "format": candidate.format, "upstream": candidate.upstream_name, "axes": candidate.axes,
+        "inputs": candidate.inputs, "outputs": candidate.outputs, "tolerance": candidate.tolerance,
+        "output_tolerances": candidate.output_tolerances, "shapes": candidate.shapes,
+        "adapter": candidate.adapter, "files": candidate.files, "counts": candidate.counts_source,
+        "scalar_args": candidate.scalar_args, "distributions": candidate.distributions,
+        "dropped": candidate.dropped, "description": candidate.description,
+    }
+    return hashlib.sha256(json.dumps(meaning, sort_keys=True, default=str).encode()).hexdigest()
 
 
 # ---------------------------------------------------------------- shapes
@@ -166,29 +218,51 @@ def declared_bytes(specs: Iterable[dict[str, Any]], axes: dict[str, int]) -> int
     return total
 
 
-def shape_id(axes: dict[str, int]) -> str:
-    return "_".join(f"{name.lower()}{value}" for name, value in axes.items())
+def full_shape_id(axes: dict[str, int]) -> str:
+    """The catalogue's default id (every axis): what two shapes of the same axes share."""
+    return Shape(dict(axes)).shape_id
+
+
+def assign_shape_ids(shapes: list[dict[str, Any]], axes: list[str]) -> None:
+    """Short, stable ids: the axes that vary between the shapes (``num_tokens1056``), their
+    initials when that is long (``nt1056_sl128``), a digest of the axes when even that is."""
+    varying = [axis for axis in axes if len({shape[axis] for shape in shapes}) > 1] or list(axes)
+    styles = (lambda axis: axis.lower(), _initials)
+    for style in styles:
+        ids = ["_".join(f"{style(axis)}{shape[axis]}" for axis in varying) for shape in shapes]
+        if max(map(len, ids)) <= MAX_SHAPE_ID and len(set(ids)) == len(ids):
+            break
+    else:
+        ids = ["w" + hashlib.sha256(json.dumps({a: shape[a] for a in axes}).encode()).hexdigest()[:12]
+               for shape in shapes]
+    for shape, ident in zip(shapes, ids):
+        shape["id"] = ident
+
+
+def _initials(axis: str) -> str:
+    parts = [part for part in re.split(r"[_\W]+", axis) if part]
+    return "".join(part[0].lower() for part in parts) or axis.lower()
 
 
 def flag_shapes(candidate: Candidate) -> None:
     """Set ``cpu`` on the smallest shapes (at most CPU_SHAPES, each under CPU_SHAPE_MAX_BYTES,
-    unranked ones first) and ``quick`` on the smallest of the others; refuse when no shape is small
-    enough for the CPU self-check."""
+    unranked ones first; the smallest one under CPU_SHAPE_HEAVY_BYTES when none is) and ``quick``
+    on the smallest of the others; refuse when no shape is small enough for the CPU self-check."""
     tensors = candidate.inputs + candidate.outputs
-    sized = []
-    for index, shape in enumerate(candidate.shapes):
-        axes = {axis: shape[axis] for axis in candidate.axes}
-        if len(shape_id(axes)) > MAX_SHAPE_ID:
-            raise Refused(f"shape {shape_id(axes)[:60]}...: its id is longer than {MAX_SHAPE_ID} characters")
-        sized.append((declared_bytes(tensors, axes), index))
+    sized = [(declared_bytes(tensors, {axis: shape[axis] for axis in candidate.axes}), index)
+             for index, shape in enumerate(candidate.shapes)]
     small = sorted((bool(candidate.shapes[i]["ranked"]), size, i) for size, i in sized if size <= CPU_SHAPE_MAX_BYTES)
     if not small:
-        smallest = min(size for size, _ in sized)
-        raise Refused(
-            f"no shape is small enough for the CPU check (the smallest moves {smallest / 1e6:.1f} MB of "
-            f"tensors; the limit is {CPU_SHAPE_MAX_BYTES / 2**20:.0f} MiB)"
-        )
-    cpu = {index for _, _, index in small[:CPU_SHAPES]}
+        size, index = min(sized)
+        if size > CPU_SHAPE_HEAVY_BYTES:
+            raise Refused(f"no shape is small enough for the CPU check (the smallest moves {size / 1e6:.1f} MB of "
+                          f"tensors; the limit is {CPU_SHAPE_HEAVY_BYTES / 2**20:.0f} MiB)")
+        small = [(False, size, index)]
+        candidate.notes.append(f"the CPU shape {candidate.shapes[index].get('id')} moves {size / 1e6:.0f} MB "
+                               "(every shape is larger than the usual 64 MiB): heavy for the CPU development device")
+    # a second CPU shape only near the first's size: the CPU checks run the reference several times,
+    # and a shape 100x larger turns seconds into minutes (a CPU fp8 GEMM is emulated)
+    cpu = {index for _, size, index in small[:CPU_SHAPES] if size <= CPU_SECOND_SHAPE_RATIO * small[0][1]}
     for index, shape in enumerate(candidate.shapes):
         shape["cpu"] = index in cpu
         shape["quick"] = False
@@ -203,53 +277,6 @@ def majority(values: list[Any]) -> Any:
     best = max(counts.values())
     return next(value for value in values if counts[json.dumps(value, sort_keys=True)] == best)
 
-
-# ---------------------------------------------------------------- arithmetic on axes
-
-
-_BINARY: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
-}  # fmt: skip
-_COMPARE: dict[type, Callable[[Any, Any], bool]] = {
-    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-    ast.Gt: operator.gt, ast.GtE: operator.ge,
-}  # fmt: skip
-
-
-def evaluate(expression: str, names: Mapping[str, int | float]) -> Any:
-    """Arithmetic, comparisons and ``and``/``or`` over axis names and numbers; nothing else."""
-
-    def walk(node: ast.AST) -> Any:
-        if isinstance(node, ast.Expression):
-            return walk(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-            return node.value
-        if isinstance(node, ast.Name):
-            if node.id not in names:
-                raise ValueError(f"unknown name {node.id!r}")
-            return names[node.id]
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
-            value = walk(node.operand)
-            return value if isinstance(node.op, ast.UAdd) else -value
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-            return _BINARY[type(node.op)](walk(node.left), walk(node.right))
-        if isinstance(node, ast.Compare):
-            left = walk(node.left)
-            for op, right_node in zip(node.ops, node.comparators):
-                if type(op) not in _COMPARE:
-                    raise ValueError("unsupported comparison")
-                right = walk(right_node)
-                if not _COMPARE[type(op)](left, right):
-                    return False
-                left = right
-            return True
-        if isinstance(node, ast.BoolOp):
-            values = [walk(value) for value in node.values]
-            return all(values) if isinstance(node.op, ast.And) else any(values)
-        raise ValueError(f"unsupported expression element {type(node).__name__}")
-
-    return walk(ast.parse(expression, mode="eval"))
 
 
 # ---------------------------------------------------------------- device literals
@@ -312,123 +339,3 @@ def rewrite_devices(source: str) -> tuple[str, int]:
     return b"".join(encoded).decode(), len(edits)
 
 
-# ---------------------------------------------------------------- problem.toml
-
-
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-
-
-def _key(name: str) -> str:
-    return name if _BARE_KEY.fullmatch(name) else json.dumps(name)
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value)  # 1e-05, inf, nan: all valid TOML floats
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_value(item) for item in value) + "]"
-    raise TypeError(f"cannot write {type(value).__name__} to TOML")
-
-
-def _multiline(text: str) -> str:
-    clean = "".join(char for char in text if char in "\n\t" or char >= " ")
-    return '"""\n' + clean.replace("\\", "\\\\").replace('"""', '\\"\\"\\"') + '\n"""'
-
-
-def render_problem_toml(candidate: Candidate, version: int) -> str:
-    """problem.toml of a candidate (the catalogue's format, plus the [import] table)."""
-    lines = [
-        f"# Written by `python -m evaluator import-problems --format {candidate.format}`: do not edit; import",
-        "# again with --replace (docs/importing.md).",
-        f"name = {_value(candidate.name)}",
-        f"title = {_value(candidate.title)}",
-        f"version = {version}",
-        'kind = "single"',
-        f"description = {_multiline(candidate.description)}",
-        f"axes = {_value(candidate.axes)}",
-        f"baseline = {_value(candidate.baseline)}",
-        'languages = ["python"]',
-        f"# One distribution: the inputs {candidate.format} itself draws (docs/importing.md).",
-        f"distributions = {_value([DISTRIBUTION])}",
-        "test_seeds = [1, 2, 3]",
-    ]
-    if candidate.scalar_args:
-        lines.append(f"scalar_args = {_value(candidate.scalar_args)}")
-    for table, specs in (("inputs", candidate.inputs), ("outputs", candidate.outputs)):
-        for spec in specs:
-            lines += ["", f"[[{table}]]", f"name = {_value(spec['name'])}", f"shape = {_value(list(spec['shape']))}",
-                      f"dtype = {_value(spec['dtype'])}"]
-    tolerance = candidate.tolerance
-    lines += [
-        "",
-        f"# From {candidate.format}: see the [import] notes.",
-        "[tolerance]",
-        f"atol = {_value(float(tolerance['atol']))}",
-        f"rtol = {_value(float(tolerance['rtol']))}",
-        f"matched_ratio = {_value(float(tolerance['matched_ratio']))}",
-        "",
-        "[import]",
-        f"format = {_value(candidate.format)}",
-        f"source = {_value(str(candidate.source))}",
-        f"upstream_name = {_value(candidate.upstream_name)}",
-        f"source_sha256 = {_value(candidate.source_digest)}",
-        f"converter_version = {CONVERTER_VERSION}",
-        f"counts = {_value('provided' if candidate.rankable else 'missing')}",
-        f"dropped = {_value(candidate.dropped)}",
-        f"notes = {_value(candidate.notes)}",
-    ]
-    for shape in candidate.shapes:
-        lines += ["", "[[shapes]]"]
-        lines += [f"{_key(axis)} = {_value(int(shape[axis]))}" for axis in candidate.axes]
-        lines += [f"{flag} = {_value(bool(shape.get(flag, False)))}" for flag in SHAPE_FLAGS]
-    return "\n".join(lines) + "\n"
-
-
-MISSING_COUNTS = '''"""Counts of {name}: MISSING, so the problem is not rankable.
-
-{format} gives no flop or byte counts for this problem, and SOLboard makes none up: every shape
-is unranked, and the counts below are zero (no speed of light, never "faster than light"). To rank
-it, put a counts.py in SOLboard's format (docs/problems.md) next to the source and import again.
-"""
-
-from __future__ import annotations
-
-from evaluator.problems import Counts
-
-
-def counts(axes: dict[str, int]) -> Counts:
-    return Counts(flops={{}}, bytes=0.0)
-'''
-
-
-def render_counts(candidate: Candidate) -> str:
-    if candidate.counts_source is not None:
-        return candidate.counts_source
-    return MISSING_COUNTS.format(name=candidate.name, format=candidate.format)
-
-
-REFERENCE_PY = '''"""{name}: imported from {format} ({upstream}) by `python -m evaluator import-problems`.
-
-Do not edit: the reference is the upstream code in upstream/, and adapter.json says how SOLboard's
-contract maps onto it (evaluator/importers/runtime.py, docs/importing.md).
-"""
-
-from __future__ import annotations
-
-from evaluator.importers.runtime import adapter_for
-
-_adapter = adapter_for(__file__)
-generate_inputs = _adapter.generate_inputs
-reference = _adapter.reference
-baseline = _adapter.baseline
-'''
-
-
-def render_reference(candidate: Candidate) -> str:
-    return REFERENCE_PY.format(name=candidate.name, format=candidate.format, upstream=candidate.upstream_name)

@@ -23,7 +23,7 @@ import importlib.util
 import os
 import sys
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -41,7 +41,8 @@ WORLD_SIZE_AXIS = "world_size"
 
 #: Flop classes, each with its own peak in ``evaluator/gpus.toml``.
 FLOP_CLASSES = ("bf16_tensor", "fp16_tensor", "fp8_tensor", "tf32_tensor", "fp32_simt", "fp64")
-DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int32", "int64", "float64")
+DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int32", "int64", "float64",
+          "int16", "int8", "uint8", "bool")
 
 
 class CatalogueError(ValueError):
@@ -55,6 +56,10 @@ class Counts:
     flops: dict[str, float]
     bytes: float
     comm_bytes: float = 0.0
+    #: Derived automatically at import (docs/importing.md, "Derived counts"), not counted by hand:
+    #: an estimate that can exceed the real minimum (a causal mask counted in full, an input a kernel
+    #: need not read whole), so a time below its t_SOL is a note about the counts, never a verdict.
+    estimated: bool = False
 
     def __post_init__(self) -> None:
         unknown = set(self.flops) - set(FLOP_CLASSES)
@@ -152,7 +157,23 @@ def _dim_size(dim: str | int, axes: dict[str, int]) -> int:
         name, _, offset = dim.partition(sign)
         if offset and name.strip() in axes and offset.strip().isdigit():
             return axes[name.strip()] + op * int(offset)
-    raise CatalogueError(f"dimension {dim!r} is neither an axis of {sorted(axes)} nor AXIS+n")
+    return _dim_expression(dim, axes)
+
+
+def _dim_expression(dim: str, axes: dict[str, int]) -> int:
+    """A dimension written as integer arithmetic of axes (``size - k + 1``, ``(H + 1) // 2``): the
+    sizes of imported problems, whose sources compute dimensions in any way. Only names of axes,
+    integers, ``+ - * // %`` and parentheses; the result must be a non-negative integer."""
+    from evaluator.problems.dims import evaluate_dim
+
+    try:
+        value = evaluate_dim(dim, axes)
+    except ValueError as error:
+        raise CatalogueError(f"dimension {dim!r} is neither an axis of {sorted(axes)} nor an expression of "
+                             f"them: {error}") from None
+    if value < 0:
+        raise CatalogueError(f"dimension {dim!r} is {value} at {axes}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -161,9 +182,18 @@ class Shape:
     ranked: bool = True
     quick: bool = False
     cpu: bool = False  # small enough for the CPU development device
+    #: An explicit id (``id = "..."`` in problem.toml); else one built from every axis. Imported
+    #: problems with many constant axes give a short id of the axes that vary (docs/importing.md).
+    id: str | None = None
+    #: This shape's own tolerance (``tolerance = {atol = ..., rtol = ...}``), replacing the
+    #: problem's [tolerance] values for every output (each output keeps its ``atol_scale``):
+    #: SOL-ExecBench calibrates one per workload. None for most shapes.
+    tolerance: dict[str, float] | None = None
 
     @property
     def shape_id(self) -> str:
+        if self.id:
+            return self.id
         return "_".join(f"{name.lower()}{value}" for name, value in self.axes.items())
 
 
@@ -218,10 +248,25 @@ class Problem:
         """Keyword arguments of a kernel or baseline call on a shape with these axes."""
         return {name: int(axes[name]) for name in self.scalar_args}
 
-    def tolerance_for(self, output: str) -> OutputTolerance:
-        """The tolerance that applies to one output tensor (mind its ``atol_scale``)."""
+    def tolerance_for(self, output: str, axes: dict[str, int] | None = None) -> OutputTolerance:
+        """The tolerance that applies to one output tensor (mind its ``atol_scale``); at ``axes``,
+        the shape's own tolerance when it has one (imported problems' per-workload tolerances)."""
         default = OutputTolerance(self.atol, self.rtol, self.matched_ratio)
-        return self.output_tolerances.get(output, default)
+        tolerance = self.output_tolerances.get(output, default)
+        own = self._shape_tolerance(axes) if axes is not None else None
+        if own is None:
+            return tolerance
+        return OutputTolerance(
+            atol=float(own.get("atol", tolerance.atol)), rtol=float(own.get("rtol", tolerance.rtol)),
+            matched_ratio=float(own.get("matched_ratio", tolerance.matched_ratio)), atol_scale=tolerance.atol_scale,
+        )
+
+    def _shape_tolerance(self, axes: dict[str, int]) -> dict[str, float] | None:
+        wanted = {name: int(axes[name]) for name in self.axes if name in axes}
+        for shape in self.shapes:
+            if shape.tolerance is not None and shape.axes == wanted:
+                return shape.tolerance
+        return None
 
     @property
     def ranked_shapes(self) -> tuple[Shape, ...]:
@@ -255,7 +300,15 @@ class Problem:
         module = self._module("counts")
         if self.kind == "multi" and WORLD_SIZE_AXIS not in axes:
             axes = self.axes_at(axes)
-        return module.counts(dict(axes))
+        counts: Counts = module.counts(dict(axes))
+        if self.counts_are_derived and not counts.estimated:
+            counts = replace(counts, estimated=True)
+        return counts
+
+    @property
+    def counts_are_derived(self) -> bool:
+        """Counts an import derived from the reference (``[import] counts = "derived"``)."""
+        return self.imported.get("counts") == "derived"
 
     def reference_module(self) -> ModuleType:
         """The torch side: generate_inputs, reference, baseline. Imports torch."""
@@ -291,12 +344,22 @@ def _shapes(raw: list[dict[str, Any]], axes: tuple[str, ...], where: str) -> tup
                 ranked=bool(item.get("ranked", True)),
                 quick=bool(item.get("quick", False)),
                 cpu=bool(item.get("cpu", False)),
+                id=str(item["id"]) if item.get("id") else None,
+                tolerance=_shape_tolerance(item.get("tolerance"), where),
             )
         )
     ids = [shape.shape_id for shape in shapes]
     if len(set(ids)) != len(ids):
         raise CatalogueError(f"{where}: duplicate shapes")
     return tuple(shapes)
+
+
+def _shape_tolerance(raw: Any, where: str) -> dict[str, float] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not set(raw) <= {"atol", "rtol", "matched_ratio"}:
+        raise CatalogueError(f"{where}: a shape's tolerance is a table of atol, rtol and matched_ratio, not {raw!r}")
+    return {key: float(value) for key, value in raw.items()}
 
 
 #: The site stores these in columns of this many characters (leaderboard/models/catalogue.py):

@@ -61,7 +61,8 @@ def spec_of(gpu_type: GpuType) -> GpuSpec:
 def counts_of(shape: Shape) -> Counts:
     stored = shape.counts or {}
     return Counts(flops={name: float(value) for name, value in stored.get("flops", {}).items()},
-                  bytes=float(stored.get("bytes", 0.0)), comm_bytes=float(stored.get("comm_bytes", 0.0)))
+                  bytes=float(stored.get("bytes", 0.0)), comm_bytes=float(stored.get("comm_bytes", 0.0)),
+                  estimated=bool(stored.get("estimated", False)))
 
 
 def judge(evaluation: Evaluation, report: EvaluationReport, shapes: dict[str, Shape]) -> Judgement:
@@ -177,7 +178,7 @@ def recompute_figures(evaluation: Evaluation, report: EvaluationReport, shapes: 
                                  times.baseline_us * 1e-6, ceilings, world_size=world_size)
         except GpuSpecError:  # this GPU has no peak for the problem's work: no SOL, no score
             continue
-        if figure.faster_than_light or item.timing.median_us < figure.t_sol_us:
+        if not figure.counts_estimated and (figure.faster_than_light or item.timing.median_us < figure.t_sol_us):
             raise Refused(f"faster than light: {item.shape_id} median {item.timing.median_us:g} us is below "
                           f"t_SOL {figure.t_sol_us:g} us on {spec.key}")
         figures[item.shape_id] = figure

@@ -23,7 +23,7 @@ from leaderboard.web.boards import problem_board, provisional_rows, shape_boards
 from leaderboard.web.cache import cached_fragment
 from leaderboard.web.highlight import highlighted
 from leaderboard.web.history import score_history
-from leaderboard.web.sol import reference_source, shape_sol
+from leaderboard.web.sol import reference_source, shape_sol, sol_derivation
 
 #: Users whose own trend is drawn beside the record line.
 TREND_USERS = 5
@@ -85,6 +85,7 @@ def problem_page(request: HttpRequest, name: str) -> HttpResponse:
         "required_features": problem.required_features.get(gpu.arch or "", []), "features_only": features_only,
         "shapes": shape_table(problem, gpu_types), "sol_gpus": [g for g in gpu_types if not g.development_device],
         "reference": reference_html(problem.name, problem.catalogue_sha256),
+        "sol_derivation": sol_derivation(problem.name),
         "rankings": cached_fragment(key, "web/_rankings.html",
                                     lambda: rankings_context(problem, gpu, features_only, version),
                                     problem_name=problem.name),

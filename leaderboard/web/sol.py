@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from evaluator.gpus import GpuSpec, GpuSpecError
 from evaluator.problems import CATALOGUE_DIR, Counts, imported_dir
-from evaluator.sol import SolBound, t_sol
+from evaluator.sol import SolBound, has_counts, t_sol
 from leaderboard.models import GpuType, Problem, Shape
 
 
@@ -40,17 +40,41 @@ def spec_of(gpu: GpuType) -> GpuSpec | None:
 def counts_of(shape: Shape) -> Counts:
     raw = shape.counts or {}
     return Counts(flops=dict(raw.get("flops", {})), bytes=float(raw.get("bytes", 0.0)),
-                  comm_bytes=float(raw.get("comm_bytes", 0.0)))
+                  comm_bytes=float(raw.get("comm_bytes", 0.0)), estimated=bool(raw.get("estimated", False)))
 
 
 def shape_sol(problem: Problem, shape: Shape, gpu: GpuType) -> ShapeSol:
     spec = spec_of(gpu)
-    if spec is None:
+    counts = counts_of(shape)
+    if spec is None or not has_counts(counts):  # no speed of light rather than "0 us"
         return ShapeSol(shape, None)
     try:
-        return ShapeSol(shape, t_sol(counts_of(shape), spec, problem.world_size))
+        return ShapeSol(shape, t_sol(counts, spec, problem.world_size))
     except GpuSpecError:  # a peak this GPU type does not list: no bound rather than a wrong one
         return ShapeSol(shape, None)
+
+
+@dataclass(frozen=True)
+class SolDerivation:
+    """How a problem's counts, hence its t_SOL, came about (the problem page says it)."""
+
+    mode: str  # hand (native counts.py), provided (given with an import), derived, missing
+    format: str = ""
+    source: str = ""
+
+
+def sol_derivation(name: str) -> SolDerivation:
+    """From the catalogue's problem.toml ([import] counts); a problem gone from it reads as hand."""
+    from evaluator.problems import CatalogueError, get_problem
+
+    try:
+        imported = get_problem(name).imported
+    except CatalogueError:
+        return SolDerivation("hand")
+    if not imported:
+        return SolDerivation("hand")
+    return SolDerivation(str(imported.get("counts", "missing")), str(imported.get("format", "")),
+                         str(imported.get("source", "")))
 
 
 def reference_source(problem: Problem) -> str:

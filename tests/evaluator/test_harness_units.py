@@ -755,3 +755,18 @@ def test_a_collapsed_sm_clock_is_noted_but_a_power_cap_is_not() -> None:
 
     assert telemetry_notes({"sm_clock_mhz": 1980}, {"sm_clock_mhz": 1755}) == []
     assert "SM clock fell" in telemetry_notes({"sm_clock_mhz": 1980}, {"sm_clock_mhz": 990})[0]
+
+
+def test_a_shape_below_the_t_sol_of_derived_counts_passes_with_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counts an import derived automatically are an estimate that can exceed the real work (a
+    causal mask counted in full): a time below their t_SOL is a note about the counts, not class 17."""
+    from evaluator.harness.assemble import ESTIMATED_LIGHT_NOTE
+    from evaluator.problems import get_problem
+
+    monkeypatch.setitem(get_problem("vector_add").imported, "counts", "derived")
+    report = _build({**RANKED_US, "n16777216": 1.0})
+    shape = next(shape for shape in report.shapes if shape.shape_id == "n16777216")
+    assert shape.status is Status.PASSED and shape.message == ESTIMATED_LIGHT_NOTE
+    assert shape.sol is not None and shape.sol.counts_estimated and not shape.sol.faster_than_light
+    assert shape.sol.sol_fraction > 1 and shape.sol.score == 1.0
+    assert report.status is Status.PASSED and report.rank_eligible

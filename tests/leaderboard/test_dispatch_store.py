@@ -213,3 +213,21 @@ def test_a_real_cpu_report_from_the_judge_is_stored_as_it_witnessed_it(
     stored = deliver(evaluation, cpu_report, django_capture_on_commit_callbacks)
     assert stored.status == "passed", stored.message
     assert stored.rank_eligible is cpu_report["witnessed"] is stored.report["witnessed"]
+
+
+def test_a_median_below_the_t_sol_of_derived_counts_is_stored_with_its_score_capped(
+        gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An imported problem's derived counts are an estimate (``estimated`` in the stored counts):
+    the site does not call a time below their t_SOL faster than light; the shape scores 1."""
+    from evaluator.problems import get_problem
+
+    monkeypatch.setitem(get_problem("vector_add").imported, "counts", "derived")
+    for shape in gpu_evaluation.submission.problem.shapes.all():
+        shape.counts = {**shape.counts, "estimated": True}
+        shape.save(update_fields=["counts"])
+    evaluation = deliver(gpu_evaluation, gpu_report(cpu_report, kernel_over_sol=0.5),
+                         django_capture_on_commit_callbacks)
+    assert evaluation.status == "passed", evaluation.message
+    assert evaluation.shape_results.exists() and all(row.score == 1.0 for row in evaluation.shape_results.all())
+    assert evaluation.rank_eligible and ranked_rows(evaluation) > 0

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterator
 from io import StringIO
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -55,12 +56,20 @@ def test_an_imported_problem_is_written_and_synced_like_a_native_one(imported: P
     assert "def run(input, weight, eps):" in reference_source(row)
 
 
-def test_a_problem_without_counts_is_synced_unranked(imported: Path) -> None:
+def test_a_problem_without_counts_is_synced_ranked_with_derived_counts_and_its_page_says_so(
+        imported: Path, client: Any) -> None:
+    from django.core.management import call_command as manage
+
     run("--format", "reference-kernels", str(RK_SET / "vectoradd_py"))
-    row = Problem.objects.get(name="vectoradd_py")
-    assert row.shapes.count() == 6 and not row.shapes.filter(ranked=True).exists()
-    assert {json.dumps(shape.counts["flops"]) for shape in row.shapes.all()} == {"{}"}
-    assert "Counts missing: not rankable" in row.description
+    row = Problem.objects.get(name="pmpp_like_vectoradd_py")
+    assert row.shapes.count() == 6 and row.shapes.filter(ranked=True).count() == 3  # the benchmarks
+    big = row.shapes.get(shape_id="size16384")
+    assert big.counts["flops"] == {"fp32_simt": 16384.0 * 16384} and big.counts["bytes"] == 3 * 2 * 16384 * 16384
+    manage("sync_gpu_types", stdout=StringIO())
+    page = client.get("/problems/pmpp_like_vectoradd_py/").content.decode()
+    assert "Counts derived automatically" in page and "Source: <code>" in page
+    native = client.get("/problems/vector_add/").content.decode()
+    assert "Counts written by hand" in native and "Counts derived automatically" not in native
 
 
 def test_refused_problems_are_reported_and_fail_the_command(imported: Path) -> None:
@@ -77,14 +86,14 @@ def test_writing_elsewhere_does_not_sync_and_json_says_why(imported: Path, tmp_p
                             "--json"))
     assert report["import"]["summary"]["converted"] == 1
     assert report["sync"]["synced"] is False and "is not the folder the catalogue reads" in report["sync"]["reason"]
-    assert (elsewhere / "softmax_py" / "problem.toml").is_file()
-    assert not Problem.objects.filter(name="softmax_py").exists()
+    assert (elsewhere / "pmpp_like_softmax_py" / "problem.toml").is_file()
+    assert not Problem.objects.filter(name="pmpp_like_softmax_py").exists()
 
 
 def test_a_dry_run_writes_and_syncs_nothing(imported: Path) -> None:
     text = run("--format", "reference-kernels", str(RK_SET / "softmax_py"), "--dry-run")
     assert "dry run: not written" in text and "not synced: dry run" in text
-    assert not imported.exists() and not Problem.objects.filter(name="softmax_py").exists()
+    assert not imported.exists() and not Problem.objects.filter(name="pmpp_like_softmax_py").exists()
 
 
 def test_a_folder_without_problems_of_the_format_is_an_error(imported: Path) -> None:

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-
-from evaluator.importers import FORMATS
 
 
 class Command(BaseCommand):
@@ -26,19 +25,13 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("source", type=Path, metavar="DIR", help="one problem folder, or a tree of them")
-        parser.add_argument("--format", required=True, choices=FORMATS, dest="fmt")
-        parser.add_argument("--out", type=Path, default=None,
-                            help="where to write (default: the folder of imported problems the catalogue reads)")
-        parser.add_argument("--dry-run", action="store_true", help="convert and validate, write and sync nothing")
-        parser.add_argument("--replace", action="store_true", help="replace earlier imports whose source changed")
-        parser.add_argument("--prefix", default="", help="put this before every problem name")
-        parser.add_argument("--atol", type=float, default=None, help="reference-kernels: atol of custom checks")
-        parser.add_argument("--rtol", type=float, default=None, help="reference-kernels: rtol of custom checks")
+        from evaluator.commands.import_cmd import add_import_options
+
+        add_import_options(parser)
         parser.add_argument("--no-sync", action="store_true", help="write the folders but leave the database")
-        parser.add_argument("--json", action="store_true", help="print the report (and the sync) as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        from evaluator.commands.import_cmd import options_from, progress_printer
         from evaluator.importers import discover, import_problems
         from evaluator.problems import CatalogueError, imported_dir, load_catalogue
 
@@ -55,9 +48,9 @@ class Command(BaseCommand):
             raise CommandError(f"no such folder: {source}")
         if not discover(fmt, source):
             raise CommandError(f"no {fmt} problem under {source}")
-        report = import_problems(fmt, source, options["out"], dry_run=options["dry_run"],
-                                 replace=options["replace"], prefix=options["prefix"], atol=options["atol"],
-                                 rtol=options["rtol"])
+        show = progress_printer(self.stderr if options["json"] else self.stdout, not options["json"],
+                                options["dry_run"])
+        report = import_problems(fmt, source, options["out"], options_from(SimpleNamespace(**options)), progress=show)
         sync: dict[str, Any] = {"synced": False, "reason": "", "lines": []}
         if options["dry_run"]:
             sync["reason"] = "dry run"
@@ -79,8 +72,7 @@ class Command(BaseCommand):
         if options["json"]:
             self.stdout.write(json.dumps({"import": report.to_dict(), "sync": sync}, indent=2))
         else:
-            for line in report.lines():
-                self.stdout.write(line)
+            self.stdout.write(report.summary_line())
             if sync["synced"]:
                 for line in sync["lines"]:
                     self.stdout.write(f"sync: {line}")

@@ -54,3 +54,12 @@ def test_the_script_runs_on_the_recorded_h200_jobs(tmp_path: Path) -> None:
     result = json.loads(out.read_text())
     assert result["jobs"] == 64 and result["measured_jobs"] >= 10
     assert result["catalogue_s_per_shape"] <= result["recorded_s_per_shape"]
+
+
+def test_a_job_whose_shapes_never_reached_the_witness_is_listed_without_a_figure(tmp_path: Path) -> None:
+    # A CPU dry run's jobs: phases, but no ranked shape with a witness.
+    unwitnessed = write(tmp_path / "cpu.json", job("vector_add", {"witness": 0.5, "witness.load_wait": 0.0}, 0, 2))
+    run = subprocess.run([sys.executable, str(SCRIPT), str(unwitnessed)], capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert run.returncode == 0, run.stderr
+    assert "vector_add               example     0 shapes      — s/shape" in run.stdout

@@ -71,10 +71,11 @@
 #                                      torch.compile's vector add PASSED, witnessed, no flag
 #   harness HARNESS=autotune           [33 item 8] Triton @autotune matmul and attention: every shape confirmed
 #   jailproof                          [33] jobs 1-4 PASSED, witnessed, no refused call; gpu_memory job_failed
-#   selfcheck,jobs PROBLEMS=top_k_sampling SHAPES=all KERNELS=1 JOB_MARGIN=60   [33] never on a GPU
-#   jobs PROBLEMS=@1/6 JOB_MARGIN=60   ... to PROBLEMS=@6/6, twice (RUNS=1 each time)   [33, 38] every baseline
-#                                      and example on one commit (attention_bwd version 2's baseline first
-#                                      run): 0 false positives, baselines 0.5 within the spread of
+#   selfcheck PROBLEMS=top_k_sampling SHAPES=all KERNELS=1   [33] never on a GPU: PASS, its example's too
+#   jobs PROBLEMS=@1/6 JOB_MARGIN=60, then @2/6 ... @6/6 (six calls), then the six again   [33, 38] every
+#                                      baseline and example twice on one commit (top_k_sampling's and
+#                                      attention_bwd version 2's first runs through a runner): 0 false
+#                                      positives, baselines 0.5 within the spread of
 #                                      benchmarks/results/baselines.md#as-submissions
 #   cheats                             [33] 11 of 11 not rank-eligible
 #   nativejobs NATIVE_PROBLEMS=attention_fwd,gemm_fp8,paged_decode_attention,rmsnorm   then

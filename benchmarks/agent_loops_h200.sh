@@ -2,7 +2,7 @@
 # Issue 36 on the lent H200, unattended, in two parts that each fit one 10-minute device call; the
 # figures and a compact summary (summary_PART.md, and the JSON files it is made from) under $OUT.
 #
-# Carry .whl/ as for fast_feedback_h200.sh (the wheels of benchmarks/gpu_e2e_wheels.txt, the redis
+# Carry .whl/ as for device_call.sh's `ff` part (the wheels of benchmarks/gpu_e2e_wheels.txt, the redis
 # client and a Redis >= 6.2 binary in .whl/redis7), then, from the repository root:
 #
 #   SOLBOARD_COMMIT=$(git rev-parse HEAD) bash benchmarks/agent_loops_h200.sh 1

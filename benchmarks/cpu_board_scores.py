@@ -1,6 +1,6 @@
 """What the CPU development board scores a submission, run after run, through the CPU runner.
 
-    python benchmarks/cpu_board_scores.py --runs 10 --out benchmarks/results/cpu_board_scores.json
+    python benchmarks/cpu_board_scores.py --runs 10 --out /tmp/cpu_board_scores.json
     python benchmarks/cpu_board_scores.py --file tests/fixtures/good/torch_compile_add.py --runs 2 --out ...
 
 Each run is a ranked runner job on the CPU device (``runners.execute.run``: the runner's own path,

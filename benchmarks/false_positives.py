@@ -34,8 +34,9 @@ from solboard_common.protocol import Job
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: witness_round beside it
-NATIVE = [("vector_add", "examples/ptx/vector_add.ptx", "ptx"), ("gemm_bf16", "examples/ptx/gemm_bf16_mma.ptx", "ptx"),
-          ("gemm_bf16", "examples/ptx/gemm_bf16_wgmma_tma.ptx", "ptx"), ("vector_add", "examples/cuda/vector_add.cu", "cuda")]
+from native_examples import EXAMPLES as NATIVE_EXAMPLES  # every PTX/CUDA example, the Hopper ones first
+from native_examples import language_of
+
 CHEATS = ["c16_forge_near_light", "c16_patch_json_encoder", "c16_early_ready", "c16_hide_from_witness",
           "c16_witness_off_gpu", "c16_witness_pipe_inject", "c16_starve_judge_clock", "c02_finish_after_reply", "c14_host_work", "c01_side_stream",
           "c09_less_work_when_timed"]
@@ -54,8 +55,8 @@ def submissions(sets: list[str], only: list[str] | None, cheats: list[str] | Non
             found.append((name, "baseline", "python",
                           f"from evaluator.problems.{name}.reference import baseline as kernel\n"))
     if "natives" in sets:
-        found += [(problem, path, language, (REPO / path).read_text()) for problem, path, language in NATIVE
-                  if not only or problem in only]
+        found += [(native.problem, native.path, language_of(native.path), (REPO / native.path).read_text())
+                  for native in NATIVE_EXAMPLES if not only or native.problem in only]
     if "cheats" in sets:
         found += [("vector_add", f"cheat:{name}", "python", (REPO / "tests/fixtures/cheats" / f"{name}.py").read_text())
                   for name in CHEATS if not cheats or name in cheats]

@@ -81,7 +81,12 @@ def main() -> None:
             summary["runner_up_s"] = round(time.time() - began, 1)
             from leaderboard.models import Evaluation, RankingEntry, RunnerNode
 
-            node = RunnerNode.objects.select_related("gpu_type").get()
+            # A node reports each of its slot kinds (x1, and x2 where it has the GPUs) as a row of its
+            # own: the jobs below go to the one-GPU slot.
+            node = (RunnerNode.objects.select_related("gpu_type").filter(last_heartbeat__isnull=False)
+                    .order_by("gpu_count", "name").first())
+            assert node is not None, "no runner node sent a heartbeat"
+            summary["runner_nodes"] = list(RunnerNode.objects.values_list("name", "gpu_count"))
             gpu = node.gpu_type.key
             summary["runner"] = {"name": node.name, "gpu_type": gpu, "gpus": node.gpus,
                                  "calibration": node.calibration}

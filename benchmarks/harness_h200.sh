@@ -3,7 +3,7 @@
 # site: `python -m evaluator run` (ranked mode with a secret seed unless said), each report summarised
 # by benchmarks/harness_h200.py (per shape: claim, witness, ranked time, status) into $OUT/$PART.txt,
 # the reports kept in $OUT/$PART/.
-#   SOLBOARD_COMMIT=$(git rev-parse HEAD) OUT=$OUT bash benchmarks/harness_h200.sh PART
+#   SOLBOARD_COMMIT=$(git rev-parse HEAD) OUT=$OUT bash benchmarks/harness_h200.sh PART   (or: device_call.sh harness HARNESS=PART)
 # PART limits   a kernel that never returns (tests/fixtures/good/hangs.py) and a GPU kernel that spins for
 #               years (gpu_spins.py), test mode, default limits: each must end TIMEOUT in under 30 s,
 #               the message naming the call and its limit (the first call's, 15 s).
@@ -17,6 +17,7 @@
 #               the claim (the first, a warm-up, may be slower).
 set -u
 OUT=${OUT:?set OUT}
+PYTHON=${PYTHON:-python3}
 PART=${1:?PART}
 R=$OUT/$PART
 mkdir -p "$R"
@@ -26,9 +27,9 @@ run() {  # name problem file [extra args...]: one evaluation, its report in $R/n
   local name=$1 problem=$2 file=$3
   shift 3
   local began=$(date +%s.%N)
-  echo 424242 | timeout 300 python -m evaluator run "$problem" "$file" --device cuda --json "$@" \
+  echo 424242 | timeout 300 $PYTHON -m evaluator run "$problem" "$file" --device cuda --json "$@" \
     > "$R/$name.json" 2> "$R/$name.err"
-  echo "$name: exit $?, $(python -c "print(round($(date +%s.%N) - $began, 1))") s of wall time" | tee -a "$OUT/$PART.txt"
+  echo "$name: exit $?, $($PYTHON -c "print(round($(date +%s.%N) - $began, 1))") s of wall time" | tee -a "$OUT/$PART.txt"
 }
 forged() {  # factor: the GEMM example with every timing the child sends scaled by factor
   cat examples/python/gemm_bf16.py
@@ -65,5 +66,5 @@ case $PART in
     run triton_attention attention_fwd $GOOD/triton_fused_attention.py --mode ranked --shapes ranked --secret-seed-stdin ;;
   *) echo "unknown PART $PART" >&2; exit 2 ;;
 esac
-python benchmarks/harness_h200.py "$R"/*.json | tee -a "$OUT/$PART.txt"
+$PYTHON benchmarks/harness_h200.py "$R"/*.json | tee -a "$OUT/$PART.txt"
 echo "commit ${SOLBOARD_COMMIT:-unknown}, $(date -u +%FT%TZ), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)" >> "$OUT/$PART.txt"

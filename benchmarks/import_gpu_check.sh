@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Imported problems on a GPU (unattended; python -m evaluator needs no Django there).
 #
-#   benchmarks/import_gpu_check.sh RK_TREE SXB_TREE [SXB_TREE ...]
+#   benchmarks/import_gpu_check.sh RK_TREE SXB_TREE [SXB_TREE ...]   (or: device_call.sh imports IMPORT_TREES=RK,SXB,...)
 #
 # RK_TREE: a checkout of github.com/gpu-mode/reference-kernels; SXB_TREE: SOL-ExecBench's
 # examples/tests and a mirror of its dataset problems (folders with definition.json). Imports both
@@ -16,23 +16,24 @@
 set -uo pipefail
 RK=$1; shift
 OUT=${OUT:-/tmp/import_gpu}
+PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT"
 export SOLBOARD_IMPORTED_PROBLEMS="$OUT/imported"
-python -m evaluator import-problems --format reference-kernels "$RK" --jobs 8 --json \
+$PYTHON -m evaluator import-problems --format reference-kernels "$RK" --jobs 8 --json \
   > "$OUT/import_rk.json" 2> "$OUT/import_rk.log"
 for tree in "$@"; do
   tag=$(basename "$tree")
-  python -m evaluator import-problems --format sol-execbench "$tree" --jobs 8 --json \
+  $PYTHON -m evaluator import-problems --format sol-execbench "$tree" --jobs 8 --json \
     > "$OUT/import_sxb_$tag.json" 2> "$OUT/import_sxb_$tag.log"
 done
 : > "$OUT/selfcheck.jsonl"
 for folder in "$SOLBOARD_IMPORTED_PROBLEMS"/*/; do
   name=$(basename "$folder")
-  timeout 600 python -m evaluator.problems.selfcheck "$name" --device cuda --gpu h200 --shapes quick \
+  timeout 600 $PYTHON -m evaluator.problems.selfcheck "$name" --device cuda --gpu h200 --shapes quick \
     >> "$OUT/selfcheck.jsonl" 2>> "$OUT/selfcheck.log" || echo "{\"problem\": \"$name\", \"failed\": true}" >> "$OUT/selfcheck.jsonl"
 done
-python benchmarks/import_solutions.py "$SOLBOARD_IMPORTED_PROBLEMS" "$RK" "$@" --device cuda --out "$OUT/solutions.json"
-python - "$OUT" <<'PY'
+$PYTHON benchmarks/import_solutions.py "$SOLBOARD_IMPORTED_PROBLEMS" "$RK" "$@" --device cuda --out "$OUT/solutions.json"
+$PYTHON - "$OUT" <<'PY'
 import json, sys
 out = sys.argv[1]
 rows = [json.loads(line) for line in open(f"{out}/selfcheck.jsonl") if line.startswith("{")]

@@ -1,7 +1,7 @@
 """Issue 33's sandbox on a GPU: ranked jobs through the runner's own path under the split uids, the
 seccomp filter and the job's cgroup, ncu witnessing. Run as root from the checkout:
 
-    PYTHONPATH=$PWD python benchmarks/jail_gpu_proof.py [--out FOLDER]
+    PYTHONPATH=$PWD python benchmarks/jail_gpu_proof.py --out FOLDER   (or: device_call.sh jailproof)
 
 Jobs (``execute.run``, ranked, vector_add's quick shapes on GPU 0):
 
@@ -96,7 +96,7 @@ def run_one(name: str, source: str, limits: JobLimits, ctx: execute.Context) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/jail_gpu_proof"))
+    parser.add_argument("--out", type=Path, required=True, help="the folder for jobs.json (outside the tree)")
     parser.add_argument("--no-seccomp", action="store_true", help="the same jobs without the filter")
     parser.add_argument("--only", nargs="*", help="job names to run")
     args = parser.parse_args()

@@ -1,4 +1,5 @@
-"""The runner's jail on a GPU machine, as root with a pool job user (run by benchmarks/jail_h200.sh).
+"""The runner's jail on a GPU machine, as root with a pool job user (the `jail` part of
+benchmarks/device_call.sh).
 
 1. A CUDA job through ``sandbox.run`` with every namespace, then with mount, pid and IPC switched
    off: does CUDA work with a read-only /dev, what does the job see, what does the report say.

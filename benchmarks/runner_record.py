@@ -8,8 +8,8 @@ witnessed calls and hidden host time. Each source file becomes one entry, labell
 given, with the commit, date and device its run named (a later entry's job replaces an earlier one
 of the same problem and submission in ``benchmarks/witness_cost.py``).
 
-    python3 benchmarks/runner_record.py --out record.json r16/runner_baselines.json=2026-12-04/recheck ...
-    python3 benchmarks/runner_record.py --out record.json --append r17/runner_cheats.json=2026-12-10/cheats
+    python3 benchmarks/runner_record.py --out record.json OUT/runner_baselines.json=2026-12-04/recheck ...
+    python3 benchmarks/runner_record.py --out record.json --append OUT/runner_cheats.json=2026-12-10/cheats
 """
 
 from __future__ import annotations

@@ -103,9 +103,10 @@ def main() -> int:
     result = summary(latest_jobs(args.files, args.since, args.until))
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))
-    for row in result["rows"]:
+    for row in result["rows"]:  # a job none of whose shapes reached the witness has no figure a shape
+        per_shape = "     —" if row["s_per_shape"] is None else f"{row['s_per_shape']:6.2f}"
         print(f"{row['problem']:24} {row['submission']:9} {row['shapes']:3} shapes "
-              f"{row['s_per_shape']:6.2f} s/shape{' (projected)' if row['projected'] else ''}")
+              f"{per_shape} s/shape{' (projected)' if row['projected'] else ''}")
     print(json.dumps({key: value for key, value in result.items() if key != "rows"}, indent=1))
     return 0
 

@@ -289,7 +289,7 @@ def wait_gpus_free(ctx: execute.Context, spare: Spare | None = None, wait_s: flo
         if _keeper is not None:  # a staged spare must hold nothing there: it goes
             _keeper.drop_holders(set(holders))
         _kill_job_users(ctx, spare)
-        # H200 round 8: right after a job, NVML still listed the judge that had just exited, and a
+        # On the H200, right after a job, NVML still listed the judge that had just exited, and a
         # flat one-second pause put 1.2 s between the evaluator's final report and its delivery
         # (a vector_add job: report 2.0 s after receipt, delivered at 3.2 s). Short pauses first.
         time.sleep(min(pause, max(deadline - time.monotonic(), 0.0)))

@@ -16,7 +16,7 @@ def single_threaded_host_work() -> None:
     (the witness process and ncu during the test and ranked stages, the other slots' jobs on a
     runner node, the timing child itself): on a 2-core machine with one core busy,
     paged_decode_attention's 12 shapes' host-side input work took 0.35 s on two threads, 0.05 s on
-    one. On the H200 (16 cores, benchmarks/results/h200_round16/) the per-core pool burned 375 CPU
+    one. On the H200 (16 cores; benchmarks/results/witness.md#thread-pool) the per-core pool burned 375 CPU
     seconds in that problem's 29 s test stage (5.6 s and 3 CPU seconds on one thread), and its honest
     baseline scored 0.404 through the runner (0.504 on one thread). The CPU development
     device always ran so (a steadier judge's clock)."""

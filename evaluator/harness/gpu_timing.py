@@ -49,7 +49,7 @@ _spin = torch.cuda._sleep
 #: starts, and a call of several launches waits on the host between them: on the H200 a cuBLAS
 #: memset + GEMM (4096^3) spanned 179 us instead of 173 us back to back, a 3-launch rmsnorm 41 us
 #: instead of 24 us, and its batch medians drifted by up to 70% with the VM's launch latency
-#: (benchmarks/results/h200_round3). Host work hidden behind the gate buys a submission nothing:
+#: (docs/harness.md, the launch gate). Host work hidden behind the gate buys a submission nothing:
 #: an answer computed on the host must still be copied to the device, and the copy is timed. The
 #: upper bound keeps longer host work visible: beyond it, gaps show in the span and the events
 #: (class 14) as before.
@@ -255,8 +255,8 @@ def time_gpu(
     source, ranked, extra = _ranked(spans, events, timer.cupti, config.launch_allowance_us)
     compared_spans = spans  # the spans the events were judged against
     if retry_gate_us := longer_gate(source, timer.cupti, gate_us):
-        # Round 7 on the H200: an honest Triton launcher once showed CUDA events 50+ us above its
-        # device span (flagged, class 14) and none in two reruns. Before flagging, the events are
+        # On the H200 an honest Triton launcher once showed CUDA events 50+ us above its device
+        # span (flagged, class 14) and none in two reruns. Before flagging, the events are
         # measured again behind the longest gate the design allows: launch latency the shorter gate
         # left in the events disappears, host work inside the call beyond GATE_MAX_US does not.
         gate_us, timer.gate_cycles = retry_gate_us, gate_cycles(retry_gate_us)
@@ -264,7 +264,7 @@ def time_gpu(
         source, ranked, extra = _ranked(spans, events, timer.cupti, config.launch_allowance_us)
         extra["gate_retried"] = True
     elif source == "events" and timer.cupti and (again := timer.batch(max(size // 2, 8))).spans_us:
-        # Already behind the longest gate. H200 round 12: an honest moe_gemm_swiglu example (a host
+        # Already behind the longest gate. On the H200 an honest moe_gemm_swiglu example (a host
         # sync and ~35 launches a call, GB-sized temporaries, the GPU throttling) once had events 12%
         # above its span (flagged) and no excess in its rerun; the spans and the events it was judged
         # on came from batches measured apart. Both are measured again, one batch right after the

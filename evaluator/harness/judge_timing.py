@@ -37,7 +37,8 @@ CHECK_ONE_IN = 24
 MIN_CHECKS = 3
 #: Until MIN_CHECKS calls were checked, 1 in CHECK_EARLY_ONE_IN is: the checked calls are the
 #: judge's clock's sample (the bound on hidden host work), and at 1 in 24 a shape of a few dozen
-#: calls often had none but the last (H200 round 10: 27 of 172 ranked shapes had no clocked check).
+#: calls often had none but the last: on the H200, 27 of 172 ranked shapes once had no clocked check
+#: (docs/security.md, host work).
 CHECK_EARLY_ONE_IN = 4
 #: A checked call that failed is read once more after this long: outputs that changed meanwhile
 #: were written by work the call left running (class 2), which the report then says.

@@ -13,8 +13,8 @@ datasheet's (docs/multigpu.md). NVLink multicast is off, as the harness sets it 
 One process per GPU, each ``python -m evaluator.harness.link_bandwidth --rank r ...`` started and
 waited for by ``measure`` (not ``torch.multiprocessing``, whose resource tracker outlives the
 measuring process: under a runner, a subreaper, it would be left as a zombie), a ``FileStore``
-rendezvous in a temporary folder (no port). On two H200s (NV18, round 6) it read 331 GB/s at 1 GiB, 74% of the datasheet's
-450 GB/s (benchmarks/results/multigpu_h200x2/busbw.json).
+rendezvous in a temporary folder (no port). On two H200s joined by NV18 it read 331 GB/s at 1 GiB, 74% of the
+datasheet's 450 GB/s (benchmarks/results/multigpu.md#two-h200s-over-nccl).
 """
 
 from __future__ import annotations

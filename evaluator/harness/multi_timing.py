@@ -13,8 +13,8 @@ The judge starts every iteration on every rank at once (``multi_judge``); each r
 
 The iteration's time is the maximum over the ranks (the judge takes it). Not yet on a GPU: the
 CUPTI device span and the side-stream check of ``gpu_timing`` (class 1). The GPU path ran on two
-H200s (benchmarks/results/multigpu_h200x2/); the late-launch rule below was written from that run
-and has not run on a GPU since.
+H200s (docs/multigpu.md); the late-launch rule below was written from that run and has not run on a
+GPU since.
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ A reported median below ``witness * (1 - REL) - (ABS_US + PER_KERNEL_US * kernel
 REJECTED "timing not confirmed". On the GPU the judge's clock also bounds hidden host work: a
 call that kept the judge waiting longer than its gate plus its reported median plus
 ``HOST_SLACK_US + HOST_SLACK_REL * median`` did work the kernel timestamps do not show (class 14).
-Without ncu a result stays unwitnessed: shown, provisional, never ranked. The tolerances are set from the H200 measurements recorded in
-``benchmarks/results/`` (docs/security.md gives the figures).
+Without ncu a result stays unwitnessed: shown, provisional, never ranked. The tolerances are set from the H200 measurements docs/security.md
+gives (recorded in benchmarks/results/witness.md).
 """
 
 from __future__ import annotations
@@ -57,18 +57,18 @@ from evaluator.scoring import witnessed_time
 #: work (a library's lazy set-up, cuDNN's benchmark mode, an autotune the hand-over of the timing
 #: child's results did not cover) is never what is measured. A shape whose first two calls kept the
 #: judge waiting ``THIRD_CALL_BELOW_S`` or more gets two (one measured): ncu's cost grows with the
-#: kernels it measures (~12 ms each on the H200, rounds 10-13: a 600-kernel MoE call took 7-8 s
+#: kernels it measures (~12 ms each on the H200: a 600-kernel MoE call took 7-8 s
 #: under ncu, three of them 11.6 s per ranked shape); the others three (the lower of two measured).
 WITNESS_CALLS = 3
 MIN_WITNESS_CALLS = 2
 THIRD_CALL_BELOW_S = 0.5
 WARMUP_CALLS = 1
 #: Metrics of the witness session: the duration, and launch facts that need no replay pass. On the
-#: H200 (round 4) three sections (SpeedOfLight, LaunchStats, Occupancy) cost 12 s per ranked shape
+#: H200 three sections (SpeedOfLight, LaunchStats, Occupancy) cost 12 s per ranked shape
 #: on average (rmsnorm: 146 s for 8 shapes of 12 kernels): every section adds replay passes, each
 #: saving and restoring the buffers the kernel writes. One pass keeps the witness affordable on
 #: every job; a full profile is a separate, optional pass.
-#: On the H200 (round 5, through the runner) this set cost 0.95 s per ranked shape on average:
+#: On the H200, through the runner, this set cost 0.95 s per ranked shape on average:
 #: about 0.5 s per shape plus 16 ms per kernel ncu measures. ``--profile-sections`` adds sections.
 WITNESS_METRICS = (
     "gpu__time_duration.sum",
@@ -77,9 +77,9 @@ WITNESS_METRICS = (
     "launch__grid_size",
     "launch__block_size",
 )
-#: The profile sections of ``--profile-sections``: the three measured on the H200 in round 4 (12 s
-#: per ranked shape on average) and the warp stall reasons a report shows (WarpStateStats; without
-#: it a profile has no ``top_stalls``: round 6's ``pytest -m gpu`` failed on that). Opt-in: runner
+#: The profile sections of ``--profile-sections``: the three measured on the H200 (12 s per ranked
+#: shape on average) and the warp stall reasons a report shows (WarpStateStats; without it a profile
+#: has no ``top_stalls``, and the GPU test of the profile failed on that). Opt-in: runner
 #: jobs witness with one pass.
 WITNESS_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "WarpStateStats")
 #: Tolerance of the GPU witness: relative, absolute, and per kernel (ncu adds ~1-1.4 us to every
@@ -89,12 +89,12 @@ ABS_US = 2.0
 PER_KERNEL_US = 1.5
 #: The judge's clock beyond gate + median that a GPU call may take (harness checks, pipe, sync,
 #: poisoning the outputs and flushing L2 before the gate, the gate's spin at a clock below the top
-#: one): 2000 us plus 75% of the median. H200 round 9 (clock ended at ``done``): honest calls used
-#: 350-1215 us, once 1947 us on a 9.1 ms call. Round 10, 145 honest shapes of 22 jobs: up to 1462 us
+#: one): 2000 us plus 75% of the median. On the H200, with the clock ended at ``done``, honest calls
+#: used 350-1215 us, once 1947 us on a 9.1 ms call; over 145 honest shapes of 22 jobs up to 1462 us
 #: on a 341 us call (fp8_blockscaled_gemm m16_n24576_k1536), 1179 us on a 74 us one, and 3677 us on
 #: a 5.4 ms call (fp8_blockscaled_gemm m4096_n36864_k7168, its example: 2.9 GB of temporaries per
 #: call), 1816 us on a 2.2 ms one (w4a16_gemm's baseline): the old 1500 us + 10% rejected 2 of 22
-#: honest jobs. The relative part costs little: work moved to the host runs 50-100x slower than on
+#: honest jobs (docs/security.md, host work). The relative part costs little: work moved to the host runs 50-100x slower than on
 #: the GPU (16 cores against 132 SMs; copies at PCIe speed against HBM), so hiding host work worth
 #: 75% of a median moves about 1% of the work off the witness's sight (docs/security.md).
 HOST_SLACK_US = 2000.0

@@ -197,7 +197,8 @@ def _witness(judge: Any, timed: Timed) -> list[str]:
 
 class SubPhases:
     """Seconds of the witness session's parts, as ``witness.<part>`` phases of the report: where a
-    job's witness time goes (round 7: 2.4 s for one shape of one kernel, 0.65 s a shape over six)."""
+    job's witness time goes (a one-shape, one-kernel job once spent 2.4 s of fixed cost in it, 0.65 s a
+    shape over six: docs/security.md, "Witness cost")."""
 
     def __init__(self, judge: Any) -> None:
         self.phases = judge.outcome.phase_seconds
@@ -287,7 +288,7 @@ def _witness_shape(judge: Any, peer: Peer, shape: Shape, result: ShapeResult) ->
 
 def calls_for(made: int, spent_s: float) -> int:
     """How many witnessed calls the shape gets, given those made and the seconds they took: every
-    kernel ncu measures costs ~12 ms (H200, rounds 10-13), so a third call is made only while two
+    kernel ncu measures costs ~12 ms on the H200 (docs/security.md, "Witness cost"), so a third call is made only while two
     took under ``THIRD_CALL_BELOW_S``; calls of hundreds of kernels get two (the witness is then
     the lower, which drops a first call's one-off kernels as the median of three does)."""
     if made < MIN_WITNESS_CALLS or spent_s < THIRD_CALL_BELOW_S:
@@ -296,8 +297,8 @@ def calls_for(made: int, spent_s: float) -> int:
 
 
 #: Processes with a CUDA context on the GPU while a witnessed call runs: the judge and the witness
-#: process. On the H200 every honest job of rounds 6 and 7 (through the runner, with and without
-#: warm spares) saw exactly these two.
+#: process. On the H200 every honest runner job, with and without warm spares, saw exactly these two
+#: (benchmarks/results/witness.md#nvml).
 WITNESS_GPU_PROCESSES = 2
 
 

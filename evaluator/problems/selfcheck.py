@@ -49,7 +49,7 @@ def _margins(problem: Problem, outputs: dict[str, torch.Tensor], reference: dict
         error = (out - ref).abs()
         ok = torch.isfinite(out) & (error <= allowed)
         # A count over the total, as the harness counts (correctness.compare): a mean in doubles on
-        # CUDA read 1 - 1e-16 on all-exact outputs (H200, round 14) and failed them.
+        # CUDA read 1 - 1e-16 on all-exact outputs on the H200 and failed them.
         matched = int(ok.sum()) / max(ok.numel(), 1)
         result[name] = {
             # An exact match where nothing is allowed (a zero under atol 0) uses none of the margin.

@@ -62,3 +62,32 @@ def test_runner_jobs_parts_write_false_positives_results(tmp_path: Path, part: s
         assert statuses == {"example": "PASSED", "baseline": "PASSED"} and result["false_positives"] == 0
     else:
         assert statuses == {"cheat:c16_early_ready": "REJECTED"} and result["cheats_caught"] == 1
+
+
+def test_the_gpu_checks_of_the_later_issues_are_parts_that_a_dry_run_names_as_skipped(tmp_path: Path) -> None:
+    done = call(tmp_path, "harness,jailproof,imports", "HARNESS=limits,ranked")
+    assert done.returncode == 0, done.stderr
+    parts = (tmp_path / "out" / "dry" / "parts.txt").read_text()
+    for part in ("harness", "jailproof", "imports"):
+        assert f"{part}: skipped (needs a GPU; DEVICE=cpu)" in parts
+    assert "unknown part" not in parts
+
+
+def test_the_natives_part_runs_the_native_examples_preflight_and_says_why_the_cpu_cannot_run_them(
+        tmp_path: Path) -> None:
+    done = call(tmp_path, "natives", "NATIVES=older")
+    assert done.returncode == 0, done.stderr
+    summary = (tmp_path / "out" / "dry" / "natives" / "native_older" / "summary.txt").read_text()
+    assert "vector_add_ptx             ok" in summary and "gemm_bf16_wgmma_tma        ok" in summary
+    assert "ptx submissions need a GPU" in summary
+    assert "natives_older rc=0" in (tmp_path / "out" / "dry" / "parts.txt").read_text()
+
+
+def test_a_group_of_the_catalogue_is_expanded_before_the_call_records_its_parameters(tmp_path: Path) -> None:
+    done = call(tmp_path, "gputests", "PROBLEMS=@6/6", "BASELINES=@1/6")
+    assert done.returncode == 0, done.stderr
+    env = (tmp_path / "out" / "dry" / "env.txt").read_text()
+    problems = next(line for line in env.splitlines() if line.startswith("PROBLEMS=")).removeprefix("PROBLEMS=")
+    baselines = next(line for line in env.splitlines() if line.startswith("BASELINES=")).removeprefix("BASELINES=")
+    assert problems and baselines and not set(problems.split(",")) & set(baselines.split(","))
+    assert "@" not in problems + baselines

@@ -75,7 +75,7 @@ def test_the_later_candidates_that_run_on_the_cpu_pass_every_distribution_there(
     problems = "fp8_quant_per_token,sort_keys,moe_permute,w4a16_gemm,mla_decode"
     assert audit().main(["--device", "cpu", "--quick", "--problems", problems, "--out", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]
-    # moe_permute's, mla_decode's and w4a16_gemm's candidates became their new versions (round 13),
+    # moe_permute's, mla_decode's and w4a16_gemm's candidates became their new versions after the H200 audit,
     # fp8_quant_per_token's after it.
     assert {(row["problem"], row["variant"]) for row in rows} == {
         ("fp8_quant_per_token", "old"), ("fp8_quant_per_token", "new"),

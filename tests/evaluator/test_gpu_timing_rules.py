@@ -15,7 +15,7 @@ from evaluator.harness.gpu_timing import (
 )
 from evaluator.harness.timing import TimingConfig, TimingOutcome
 
-SPANS = [4.25] * 40  # an honest Triton vector add on the H200 (round 7)
+SPANS = [4.25] * 40  # an honest Triton vector add on the H200
 
 
 def test_events_close_to_the_span_rank_the_span_and_need_no_second_gate() -> None:
@@ -37,7 +37,7 @@ def test_no_second_gate_once_the_gate_is_the_longest_or_without_cupti() -> None:
     assert longer_gate(source, False, 100.0) is None
 
 
-# H200 round 12, moe_gemm_swiglu's honest example on t16384_g8_i14336_k4096: spans ~9125 us, and events
+# On the H200, moe_gemm_swiglu's honest example on t16384_g8_i14336_k4096: spans ~9125 us, and events
 # measured in a later batch 10236 us (12% above: flagged); its rerun ranked 9104 us with no flag.
 MOE_SPANS = [9124.6] * 40
 
@@ -53,7 +53,7 @@ def test_events_that_agree_with_spans_measured_beside_them_clear_the_flag_and_ra
 
 
 def test_host_work_in_every_call_outruns_the_spans_beside_it_too_and_is_ranked_by_events() -> None:
-    # c14_host_work on the H200 (round 12): 1111.8 us of events against a few-us span, in every batch.
+    # c14_host_work on the H200: 1111.8 us of events against a few-us span, in every batch.
     spans_again = [4.3] * 20
     source, ranked, extra = judged_side_by_side(SPANS + spans_again, spans_again, [1111.8] * 20, allowance_us=6.0)
     assert source == "events" and ranked == [1111.8] * 20

@@ -512,7 +512,7 @@ def _serving(device: str, script: list[tuple[float, dict[str, Any]]], monkeypatc
 
 
 def test_the_gpu_judges_clock_stops_at_done_not_at_the_childs_bookkeeping(monkeypatch: pytest.MonkeyPatch) -> None:
-    """H200 round 9: with the clock ended by the next request, a call followed by the profiler's
+    """On the H200, with the clock ended by the next request, a call followed by the profiler's
     batch end or by the child's statistics (the last one) kept the judge waiting 6-10 ms more than
     it took, and honest kernels were REJECTED for hidden host work (class 14)."""
     call, bookkeeping = 0.01, 0.06
@@ -538,7 +538,7 @@ def test_a_last_gpu_call_without_done_is_judged_but_not_clocked(monkeypatch: pyt
 
 def test_a_last_gpu_call_checked_for_want_of_checks_keeps_the_clock_it_ended_with_done(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """H200 round 10: that clock was dropped, and on 27 of 172 ranked shapes no call the judge checked
+    """On the H200 that clock was dropped, and on 27 of 172 ranked shapes no call the judge checked
     had one: no bound on hidden host work there."""
     script = [(0.0, {"type": "next", "set": 0}), (0.01, {"type": "done"}), (0.05, {"type": "timed"})]
     service = _serving("cuda", script, monkeypatch, draw=lambda n: 1)  # no call checked at random
@@ -675,8 +675,8 @@ def test_work_the_timestamps_do_not_show_fails_the_judges_clock() -> None:
 
 
 def test_the_host_work_slack_covers_the_honest_calls_measured_on_the_h200() -> None:
-    # Hidden (judge's clock - gate - median) of honest calls: round 9, 1947 us on a 9.1 ms call
-    # (moe_unpermute); round 10, 3677 us on a 5.4 ms call (fp8_blockscaled_gemm's example), 1816 us
+    # Hidden (judge's clock - gate - median) of honest calls on the H200: 1947 us on a 9.1 ms call
+    # (moe_unpermute); 3677 us on a 5.4 ms call (fp8_blockscaled_gemm's example), 1816 us
     # on a 2.2 ms one (w4a16_gemm's baseline), 1179 us on a 74 us one (silu_and_mul's baseline).
     for reported, ncu, hidden in [(9122.7, 8852.9, 1947.0), (5406.1, 5314.1, 3677.1), (2160.1, 2103.2, 1816.1),
                                   (74.0, 75.1, 1179.0)]:

@@ -1,6 +1,6 @@
 """The multi-GPU timer's gate: a late launch is seen, the gate grows, and the judge drops late
 iterations within a bound. The GPU timer runs here against stand-ins for its CUDA calls and clock
-(the CPU has no gate); on two H200s it ran for real (benchmarks/results/multigpu_h200x2)."""
+(the CPU has no gate); on two H200s it ran for real (docs/multigpu.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """PTX/CUDA submissions on a real GPU (H100/H200): examples correct, faults and hangs reported.
 
 Skipped without CUDA. benchmarks/ptx_smoke.py runs the same checks over every catalogue shape and
-times them; its H200 results are under benchmarks/results/ptx/.
+times them; its H200 results are in benchmarks/results/ptx.md.
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ from evaluator.scoring import (
     witness_allowance_us,
 )
 
-#: The cuBLAS GEMM example (``torch.matmul(A, B.t(), out=C)``) through a runner on the H200, H200
-#: round 15 (benchmarks/results/h200_round15/3_recheck/runner_examples.json): shape -> (the child's
-#: median, ncu's witness, kernels per call), microseconds.
+#: The cuBLAS GEMM example (``torch.matmul(A, B.t(), out=C)``) through a runner on the H200 (3482640,
+#: 2026-12-03; benchmarks/results/data/runner_jobs_h200.json, source r15/3_recheck/runner_examples):
+#: shape -> (the child's median, ncu's witness, kernels per call), microseconds.
 GEMM_H200 = {
     "m1_n7168_k5120": (21.92, 25.056, 2),
     "m16_n7168_k5120": (19.648, 21.024, 1),
@@ -57,7 +57,7 @@ def test_the_ranked_time_is_never_below_the_witness_less_half_a_microsecond_a_ke
 
 
 def test_an_honest_short_kernel_is_ranked_on_its_own_median() -> None:
-    # vector_add 2^20 on the H200 (round 16): CUPTI 4.22 us, ncu 5.12 us.
+    # vector_add 2^20 on the H200 (9f062ee, 2026-12-04): CUPTI 4.22 us, ncu 5.12 us.
     assert ranked_gpu_us(4.22, 5.12, 1) == 4.22
 
 

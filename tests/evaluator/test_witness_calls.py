@@ -43,7 +43,7 @@ def _shape_calls(per_call_s: float) -> int:
 
 @pytest.mark.parametrize(("kernels", "expected"), [(1, 3), (14, 3), (20, 2), (108, 2), (600, 2)])
 def test_the_rule_on_the_h200s_cost_of_a_call(kernels: int, expected: int) -> None:
-    # ~12.4 ms per kernel ncu measures (two markers included), H200 rounds 10-13.
+    # ~12.4 ms per kernel ncu measures (two markers included) on the H200.
     assert _shape_calls(0.0124 * (kernels + 2)) == expected
 
 

@@ -44,12 +44,22 @@ def test_a_later_file_replaces_a_job_and_an_old_load_is_moved_into_the_test_stag
     assert result["catalogue_s_per_shape"] == round(12.0 / 7, 3) and result["recorded_s_per_shape"] == 2.0
 
 
-def test_the_script_runs_on_the_recorded_h200_rounds(tmp_path: Path) -> None:
-    files = sorted((SCRIPT.parent / "results").glob("h200_round1[0-4]/*/runner_*.json"))
+def test_the_script_runs_on_the_recorded_h200_jobs(tmp_path: Path) -> None:
+    record = SCRIPT.parent / "results" / "data" / "runner_jobs_h200.json"
     out = tmp_path / "cost.json"
-    run = subprocess.run([sys.executable, str(SCRIPT), *map(str, files), "--out", str(out)],
+    window = ["--since", "2026-12-02T13", "--until", "2026-12-03T16"]  # up to the early load's first session
+    run = subprocess.run([sys.executable, str(SCRIPT), str(record), *window, "--out", str(out)],
                          capture_output=True, text=True, timeout=60, check=False)
     assert run.returncode == 0, run.stderr
     result = json.loads(out.read_text())
     assert result["jobs"] == 64 and result["measured_jobs"] >= 10
     assert result["catalogue_s_per_shape"] <= result["recorded_s_per_shape"]
+
+
+def test_a_job_whose_shapes_never_reached_the_witness_is_listed_without_a_figure(tmp_path: Path) -> None:
+    # A CPU dry run's jobs: phases, but no ranked shape with a witness.
+    unwitnessed = write(tmp_path / "cpu.json", job("vector_add", {"witness": 0.5, "witness.load_wait": 0.0}, 0, 2))
+    run = subprocess.run([sys.executable, str(SCRIPT), str(unwitnessed)], capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert run.returncode == 0, run.stderr
+    assert "vector_add               example     0 shapes      — s/shape" in run.stdout

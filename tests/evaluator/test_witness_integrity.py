@@ -1,7 +1,7 @@
 """The witness's own integrity: ncu's output is taken only as ncu prints it, a call with no kernel
 is no witness, only a process ncu started may speak for it, and nothing else the job started
 lives into the witness session. Runs without a GPU: the ncu output is a real one recorded on the
-H200 (round 4, vector_add, three shapes, one warm-up and three witnessed calls each).
+H200 (the first witness run: vector_add, three shapes, one warm-up and three witnessed calls each).
 """
 
 from __future__ import annotations

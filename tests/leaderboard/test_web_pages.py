@@ -134,7 +134,7 @@ def test_the_report_shows_each_shape_with_its_figures_and_a_roofline(
 
 def test_a_multi_gpu_report_shows_each_ranks_median_and_the_calibrated_link_fraction(
         client: Client, alice: Any, catalogue: None) -> None:
-    # The runner's last heartbeat gave its x2 slot's measured bus bandwidth (H200 x2, round 6).
+    # The runner's last heartbeat gave its x2 slot's measured bus bandwidth (two H200s: 331 GB/s).
     RunnerNode.objects.update_or_create(name=RUNNER, defaults={"calibration": {
         "ceilings.bf16_tensor_tflops": 760.0, "ceilings.nvlink_gbps_per_direction": 331.4, "link.world_size": 2}})
     evaluation = ranked(alice, "allreduce", "h200", 1.25)

@@ -2,7 +2,7 @@
 
 The measurement is the real ``python -m evaluator calibrate --world-size 2`` in a subprocess, on
 the CPU device (gloo: the figure means nothing, the path is the GPU one's); on two H200s the same
-measurement read 331 GB/s (benchmarks/results/multigpu_h200x2/busbw.json).
+measurement read 331 GB/s (benchmarks/results/multigpu.md).
 """
 
 from __future__ import annotations

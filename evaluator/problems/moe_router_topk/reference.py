@@ -22,7 +22,7 @@ LARGE_GAIN = 30.0
 #: exp(-60) = 8.8e-27, so an fp32 softmax over all E experts keeps every probability a distinct
 #: normal number. Version 1 had no bound: under `outliers` a row's largest logit stood ~110 above
 #: the rest, the other probabilities underflowed to 0 in fp32, and the Hugging Face router
-#: (softmax over E, then topk) picked arbitrary experts among the zeros (H200 and CPU, round 8:
+#: (softmax over E, then topk) picked arbitrary experts among the zeros (on the H200 and the CPU:
 #: 5 of 16384 rows), failing an honest kernel on ids whose weight is below 1e-44.
 MAX_SPAN = 60.0
 

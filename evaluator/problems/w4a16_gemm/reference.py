@@ -78,7 +78,7 @@ def error_scale(inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> dict[s
 
 
 #: Up to this many rows of x, torch's int4 weight-only GEMM beats dequantise + cuBLAS on the H200
-#: (M = 1 and 16: 3-4.5x faster; M = 128: 0.86x; benchmarks/results/h200_round13/).
+#: (M = 1 and 16: 3-4.5x faster; M = 128: 0.86x; docs/problems.md, w4a16_gemm).
 TINYGEMM_MAX_M = 16
 #: tinygemm's k-tiles of 16 packed together (16-byte loads): K a multiple of 128, N of 8.
 TINYGEMM_INNER_K_TILES = 8

@@ -40,11 +40,20 @@ S = EvaluationStatus
 RETRIED = ("failed", "unavailable")
 
 
+class NotTheSystemAccount(RuntimeError):
+    """An account named REFERENCE_USER exists that a person can use: lines are not submitted as it."""
+
+
 def reference_user() -> Any:
+    """The system account (created inactive, without a usable password). An account of that name
+    someone signed up with is refused: its owner would own the lines (and could cancel them)."""
     user, created = get_user_model().objects.get_or_create(username=REFERENCE_USER, defaults={"is_active": False})
     if created:
         user.set_unusable_password()
         user.save(update_fields=["password"])
+    elif user.is_active or user.has_usable_password():
+        raise NotTheSystemAccount(f"the account {REFERENCE_USER!r} exists and can log in: it is not the system "
+                                  "account reference lines are submitted as (rename it, then run again)")
     return user
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from rest_framework.test import APIClient
 
 from evaluator.problems import get_problem
@@ -152,3 +153,10 @@ def test_the_leader_is_compared_with_each_line_by_its_times_on_the_shapes_both_m
     assert SectionLine(line, 0.8).versus_leader == "the leader is 25% faster"
     assert SectionLine(line, 1.001).versus_leader == "the leader is as fast"
     assert SectionLine(line, None).versus_leader == "" and time_ratio({}, line) is None
+
+
+def test_an_account_someone_signed_up_with_that_name_is_not_used_for_the_lines(site: Any, django_user_model: Any) -> None:
+    django_user_model.objects.create_user(username=REFERENCE_USER, password="a password of theirs")
+    with pytest.raises(CommandError, match="exists and can log in"):
+        measure(site, "--gpu", "cpu", "--problem", "vector_add")
+    assert not ReferenceLine.objects.exists() and not Evaluation.objects.exists()

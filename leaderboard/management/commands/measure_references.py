@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from leaderboard.models import GpuType, Problem
-from leaderboard.reference_lines import measure_references
+from leaderboard.reference_lines import NotTheSystemAccount, measure_references
 
 
 class Command(BaseCommand):
@@ -34,7 +34,10 @@ class Command(BaseCommand):
             missing = sorted(set(options["problems"]) - {problem.name for problem in problems})
             if missing:
                 raise CommandError(f"no active single-GPU problem named {', '.join(missing)}")
-        done = measure_references(problems, gpus, options["labels"] or (), again=options["again"])
+        try:
+            done = measure_references(problems, gpus, options["labels"] or (), again=options["again"])
+        except NotTheSystemAccount as error:
+            raise CommandError(str(error)) from None
         for item in done:
             self.stdout.write(item.line())
         submitted = sum(item.outcome.startswith("submitted") for item in done)

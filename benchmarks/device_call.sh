@@ -53,6 +53,9 @@
 #               through `python -m evaluator run --mode ranked`, with its executed HGMMA/UTMALDG counts
 #   loops       agent_loops_h200.sh LOOPS (1 | 2): agent loops through Redis, a site worker and a runner
 #               node (carry .whl/redis7), then the timing of a job with spares staging beside it
+#   references  reference_lines_h200.sh: the eager, torch.compile and library reference lines through a
+#               site worker and a runner node (PROBLEMS: space- or comma-separated, or all; carry
+#               liger-kernel in .whl/), then the importers' native tables on a real kernel
 #   imports     import_gpu_check.sh on IMPORT_TREES (a reference-kernels checkout, then SOL-ExecBench
 #               trees, comma-separated, carried onto the machine): the imported problems' self-checks
 #               and upstream solutions on the GPU
@@ -84,6 +87,9 @@
 #                                      the evidence per shape (HGMMA / UTMALDG executed on the wgmma examples)
 #   loops LOOPS=1;  loops LOOPS=2      [36] the 10th back-to-back submission provisional within 3 s of its
 #                                      receipt, witnessed within 2x; a job's figures alike with spares staging
+#   references PROBLEMS=cross_entropy,silu_and_mul,rmsnorm, then PROBLEMS=all   [37 item 6, 39] every eager
+#                                      line 0.5 +- 0.02, torch_compile lines PASSED, Liger lines near the
+#                                      issue's scores, none ranked; the imported CUDA kernel PASSED
 #   imports IMPORT_TREES=.trees/reference-kernels,.trees/sol-execbench   [37] (carry the trees) no self-check
 #                                      failed, sol_fraction < 1 everywhere, every upstream solution PASSED
 #   gputests (two calls: PYTEST_PATHS=tests/evaluator, then tests/runners)   the whole of pytest -m gpu on
@@ -242,6 +248,12 @@ loops() {  # agent_loops_h200.sh LOOPS; on the CPU its dry run's sizes
     script_part "loops_$part" 10 env "${settings[@]}" bash benchmarks/agent_loops_h200.sh "$part"
 }
 
+references() {
+    gpu_only references || return 0
+    OUT=$R/references PYTHON=$PYTHON PROBLEMS="${PROBLEMS//,/ }" script_part references 10 \
+        bash benchmarks/reference_lines_h200.sh
+}
+
 imports() {
     gpu_only imports || return 0
     [ -n "${IMPORT_TREES:-}" ] || { note "imports: skipped (name the carried trees: IMPORT_TREES=RK,SXB,...)"; return 0; }
@@ -250,7 +262,7 @@ imports() {
 
 run_part() {  # run_part PART: the part, or a note that the budget left it out
     local minimum
-    case $1 in cheats|jobs|baselines|examples|nativejobs|natives|ff|e2e|multi|slots|earlyload|harness|jailproof|loops|imports)
+    case $1 in cheats|jobs|baselines|examples|nativejobs|natives|ff|e2e|multi|slots|earlyload|harness|jailproof|loops|imports|references)
         minimum=140 ;;
     *) minimum=40 ;;
     esac
@@ -288,6 +300,7 @@ run_part() {  # run_part PART: the part, or a note that the budget left it out
         bash benchmarks/native_examples.sh "${NATIVES:-quick}" ;;
     loops) loops ;;
     imports) imports ;;
+    references) references ;;
     multi) multi ;;
     slots) (cd benchmarks && script_part runner_multi_slots 10 $PYTHON runner_multi_slots.py --device "$DEVICE" \
         --gpu-type "$GPU_TYPE" --out "$R/slots" --multi 2 --single 4 --timeout $(( $(left) - 40 ))) ;;

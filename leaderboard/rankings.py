@@ -33,6 +33,7 @@ from leaderboard.models import (
     RankingTrack,
     Shape,
     ShapeResult,
+    is_reference_submission,
 )
 from leaderboard.signals import rankings_changed
 
@@ -59,7 +60,7 @@ def _time_key(median_us: float | None) -> float:
 
 
 def is_rank_eligible(evaluation: Evaluation) -> bool:
-    """Ranked mode, passed, eligible by its report, scored.
+    """Ranked mode, passed, eligible by its report, scored, and not a reference line.
 
     Development-device evaluations qualify too, but only for the ranking of their own GPU type
     (``cpu``, labelled as wall-clock and without SOL everywhere it is shown): rankings are keyed by
@@ -70,6 +71,7 @@ def is_rank_eligible(evaluation: Evaluation) -> bool:
         and evaluation.status == EvaluationStatus.PASSED
         and evaluation.rank_eligible
         and evaluation.score is not None
+        and not is_reference_submission(evaluation.submission)  # shown beside the rankings, never in them
     )
 
 

@@ -2,7 +2,8 @@
 
 Validates at once (UTF-8 text without NUL, naming the offending byte's offset; size; language
 accepted by the problem; Python that parses and defines a ``kernel`` (``python_uploads``); known GPU types;
-PTX/CUDA assembled for the target of each GPU type, see ``native_uploads``) in ``check_submission``,
+PTX/CUDA assembled for the target of each GPU type, see ``native_uploads``; a SOL-ExecBench solution.json
+read first, ``foreign_uploads``) in ``check_submission``,
 outside any transaction and under the site's compile limits (``compile_limits``); then
 ``save_submission`` saves the Submission and one Evaluation per GPU type in one short transaction,
 and hands the evaluations to the broker only after that transaction commits (nothing enqueued for
@@ -24,6 +25,7 @@ from evaluator.ptx.sourcetext import decode_source, text_problem
 from evaluator.vocabulary import NATIVE_LANGUAGES
 from leaderboard.compile_limits import check_macro_bomb, compile_slot, site_tool_limits
 from leaderboard.dispatch import enqueue_on_commit
+from leaderboard.foreign_uploads import sort_upload
 from leaderboard.models import Evaluation, GpuType, Language, Mode, Problem, Submission
 from leaderboard.native_uploads import validate_native_upload
 from leaderboard.python_uploads import entry_point_problem
@@ -55,8 +57,10 @@ def check_submission(
     outside any database transaction, so a compile never holds a lock (on SQLite, the whole
     database) while nvcc works."""
     problem = _problem(problem_name)
+    upload = sort_upload(problem, language, source, launch_spec)  # a SOL-ExecBench solution.json
+    language, source, launch_spec = upload.language, upload.source, upload.launch_spec
     _check_language(problem, language)
-    _check_source(language, source)
+    _check_source(language, source, upload.solution)
     gpus = _gpu_types(gpu_types)
     if mode not in MODES:
         raise ValidationError({"mode": f"mode must be one of {', '.join(MODES)}"})
@@ -114,7 +118,7 @@ def source_from_upload(data: bytes) -> str:
         raise ValidationError({"source": str(error)}) from None
 
 
-def _check_source(language: str, source: str) -> None:
+def _check_source(language: str, source: str, solution: bool = False) -> None:
     problem = text_problem(source)  # first: a lone surrogate would break every check below
     if problem is not None:
         raise ValidationError({"source": problem})
@@ -128,7 +132,7 @@ def _check_source(language: str, source: str) -> None:
             ast.parse(source, filename="submission.py")  # parsed only: never executed on the site
         except SyntaxError as error:
             raise ValidationError({"source": f"Python does not parse: line {error.lineno}: {error.msg}"}) from None
-        missing = entry_point_problem(source)  # no runner job for a file with nothing to call
+        missing = None if solution else entry_point_problem(source)  # no runner job for a file with nothing to call
         if missing:
             raise ValidationError({"source": missing})
 

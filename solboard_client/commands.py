@@ -190,7 +190,7 @@ def leaderboard(args: argparse.Namespace, out: Output) -> int:
     query += "&track=features" if args.features else ""
     query += f"&version={args.problem_version}" if getattr(args, "problem_version", None) else ""
     boards = [api.get(f"/api/leaderboards/{args.problem}/{gpu}{query}") for gpu in gpus]
-    out.result("leaderboard", boards, lambda: render.boards(boards))
+    out.result("leaderboard", boards, lambda: render.boards(boards, references=bool(getattr(args, "references", False))))
     return EXIT_OK
 
 

@@ -77,9 +77,12 @@ COMMAND_HELP: dict[str, Help] = {
     "quota": Help("your quotas: used, left, when they reset",
                   "Evaluations queued at once, and per problem and GPU type per UTC day.", ("solboard quota",)),
     "leaderboard": Help("rankings of a problem",
-                        "The ranking of a problem per GPU type: overall by score, or one shape's by time.",
+                        "The ranking of a problem per GPU type: overall by score, or one shape's by time; "
+                        "--references adds the reference lines (eager baseline, torch.compile, library kernels) "
+                        "with their scores, never ranked.",
                         ("solboard leaderboard vector_add --gpu cpu",
-                         "solboard leaderboard gemm_bf16 --gpu h100 --shape m4096_n4096_k4096")),
+                         "solboard leaderboard gemm_bf16 --gpu h100 --shape m4096_n4096_k4096",
+                         "solboard leaderboard cross_entropy --gpu h200 --references")),
     "check": Help("dry run: every upload check, nothing saved",
                   "Every check of a submit (size, syntax, a kernel function, ptxas/nvcc per target, launch "
                   "spec, quota) without saving or queueing anything; warns about GPU types no runner serves.",

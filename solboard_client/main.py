@@ -102,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     board.add_argument("--problem-version", type=int, help="an earlier catalogue version's ranking (default: current)")
     board.add_argument("--page", type=int, default=1, help="page number")
     board.add_argument("--limit", type=int, default=20, help="rows per page")
+    board.add_argument("--references", action="store_true",
+                       help="also the reference lines (eager, torch.compile, library kernels): never ranked")
     _kernel_options(_add(sub, "check", common))
     run = _add(sub, "run", common)
     _kernel_options(run, gpu_required=False)

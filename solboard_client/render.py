@@ -67,7 +67,7 @@ def status(body: dict[str, Any], out: TextIO | None = None) -> None:
         print("  " + evaluation_line(evaluation), file=out)
 
 
-def boards(found: list[dict[str, Any]], out: TextIO | None = None) -> None:
+def boards(found: list[dict[str, Any]], out: TextIO | None = None, references: bool = False) -> None:
     for board in found:
         title = f"{board['problem']} v{board['version']} on {board['gpu_type']}" + (
             f", shape {board['shape']}" if board["shape"] else "")
@@ -75,7 +75,24 @@ def boards(found: list[dict[str, Any]], out: TextIO | None = None) -> None:
         table(["rank", "user", "agent", "submission", "score", "median_us", "language"],
               [(r["rank"], r["user"], (r["agent"] or {}).get("name"), r["submission_id"], r["score"],
                 r["median_us"], r["language"]) for r in board["results"]], out)
+        if references:
+            reference_lines(board.get("references", []), out)
         print(file=out)
+
+
+def reference_lines(lines: list[dict[str, Any]], out: TextIO | None = None) -> None:
+    """A board's reference lines: labelled, never ranked (one shape's figures on a shape's board)."""
+    if not lines:
+        print("reference lines: none measured here yet", file=out)
+        return
+    print("reference lines (measured like submissions, never ranked):", file=out)
+    rows = []
+    for line in lines:
+        shape = line["shapes"][0] if len(line["shapes"]) == 1 else {}
+        versions = ", ".join(f"{name} {value}" for name, value in line["versions"].items())
+        rows.append((line["label"], line["status"], line["score"], line["speedup"], shape.get("median_us"),
+                     versions, line["submission_id"]))
+    table(["line", "status", "score", "speedup", "median_us", "measured with", "submission"], rows, out)
 
 
 def checked(name: str, problem_name: str, gpus: list[str], answer: dict[str, Any], out: TextIO | None = None) -> None:

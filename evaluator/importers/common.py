@@ -43,7 +43,7 @@ DISTRIBUTION = "upstream"
 #: What the converter writes next to problem.toml: how SOLboard's contract maps onto the upstream code.
 ADAPTER_FILE = "adapter.json"
 #: Bumped when the converter's output changes meaning (stored in problem.toml's [import] table).
-CONVERTER_VERSION = 2
+CONVERTER_VERSION = 3
 #: Longest problem name the site stores (a SlugField of 64).
 MAX_NAME = 64
 #: Longest shape id an import writes: short enough to read in a table and a URL.
@@ -103,6 +103,9 @@ class Candidate:
     source_digest: str = ""
     #: Counts derived from the reference (``derived_counts``), by shape id; None until derived.
     derived: dict[str, dict[str, Any]] | None = None
+    #: The languages it takes and its ``[ptx]`` table (``native_table``: set once the shapes are final).
+    languages: list[str] = field(default_factory=lambda: ["python"])
+    ptx: dict[str, Any] = field(default_factory=dict)
 
     @property
     def counts_mode(self) -> str:
@@ -194,6 +197,7 @@ def meaning_digest(candidate: Candidate) -> str:
         "adapter": candidate.adapter, "files": candidate.files, "counts": candidate.counts_source,
         "scalar_args": candidate.scalar_args, "distributions": candidate.distributions,
         "dropped": candidate.dropped, "description": candidate.description,
+        "languages": candidate.languages, "ptx": candidate.ptx,
     }
     return hashlib.sha256(json.dumps(meaning, sort_keys=True, default=str).encode()).hexdigest()
 

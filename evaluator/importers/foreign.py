@@ -11,6 +11,9 @@
   (pytorch, triton, cute_dsl, cutile). The sources are written to a private folder and the entry
   point is called with the definition's inputs in order (fixed scalars included), its result
   copied into the outputs, or with the outputs after the inputs in destination-passing style.
+  A ``solution.json`` in CUDA C++ (``cuda``, ``cpp``) is a native kernel: where it maps onto the
+  problem's native ABI (one ``.cu`` file with a SOLboard launch spec, no PyTorch extension code)
+  the site takes it as a CUDA submission (``native_solution``), else it refuses it with the reason.
 
 This runs inside the sandboxed child, like the submission itself: nothing here is trusted more
 than the code it loads.
@@ -23,12 +26,20 @@ import json
 import sys
 import tempfile
 import typing
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from types import ModuleType
 from typing import Any
 
 #: SOL-ExecBench languages whose entry point is a Python function.
 PYTHON_LANGUAGES = {"pytorch", "python", "triton", "cute_dsl", "cutile", "tilelang", "cupy"}
+#: SOL-ExecBench languages compiled as native code (its CUDA and CUTLASS solutions).
+NATIVE_SOLUTION_LANGUAGES = {"cuda", "cpp", "cuda_cpp", "c++", "cutlass"}
+#: What a PyTorch C++/CUDA extension (SOL-ExecBench's ``binding: torch``) contains and a SOLboard
+#: native kernel cannot: host code that allocates tensors and launches kernels, Python bindings.
+TORCH_EXTENSION_MARKS = ("torch/extension.h", "<torch/", "<ATen/", "<c10/", "PYBIND11_MODULE", "TORCH_LIBRARY")
+#: A source of a native solution.json that holds its launch spec (else the .cu file's comment block).
+LAUNCH_SPEC_FILES = ("launch_spec.toml", "launch.toml")
 
 
 class ForeignError(Exception):
@@ -110,6 +121,11 @@ def read_solution(path: Path) -> dict[str, Any] | None:
         text = path.read_text()
     except (OSError, UnicodeDecodeError):
         return None
+    return parse_solution(text)
+
+
+def parse_solution(text: str) -> dict[str, Any] | None:
+    """A SOL-ExecBench solution.json's content, or None when the text is not one."""
     if not text.lstrip().startswith("{"):
         return None
     try:
@@ -121,16 +137,25 @@ def read_solution(path: Path) -> dict[str, Any] | None:
     return None
 
 
-def _entry(solution: dict[str, Any], problem: Any) -> tuple[str, str]:
+def solution_languages(solution: dict[str, Any]) -> set[str]:
     spec = solution["spec"]
-    languages = {str(item).lower() for item in spec.get("languages") or [spec.get("language", "")]}
-    if not languages & PYTHON_LANGUAGES:
-        raise ForeignError(f"a solution.json in {', '.join(sorted(languages))} builds a native extension, which "
-                           "SOLboard's runner does not do: submit the kernel as a CUDA or PTX submission with a launch "
-                           "spec (docs/ptx.md), or as Python calling it")
-    upstream = (problem.imported or {}).get("upstream_name")
+    return {str(item).lower() for item in spec.get("languages") or [spec.get("language", "")]}
+
+
+def _check_definition(solution: dict[str, Any], problem: Any) -> None:
+    upstream = (getattr(problem, "imported", None) or {}).get("upstream_name")
     if solution.get("definition") and upstream and solution["definition"] != upstream:
         raise ForeignError(f"this solution is for definition {solution['definition']!r}, not {upstream!r}")
+
+
+def _entry(solution: dict[str, Any], problem: Any) -> tuple[str, str]:
+    spec = solution["spec"]
+    languages = solution_languages(solution)
+    if not languages & PYTHON_LANGUAGES:
+        raise ForeignError(f"a solution.json in {', '.join(sorted(languages))} is a native kernel: the site takes it as "
+                           "a CUDA submission where it maps onto the problem's native ABI (docs/importing.md), and a "
+                           "runner never builds a PyTorch extension")
+    _check_definition(solution, problem)
     file_name, _, function = str(spec.get("entry_point", "")).partition("::")
     if not file_name.endswith(".py") or not function:
         raise ForeignError(f"spec.entry_point {spec.get('entry_point')!r} is not 'file.py::function'")
@@ -183,3 +208,57 @@ def solution_kernel(solution: dict[str, Any], problem: Any) -> Any:
                 outputs[name].copy_(value.reshape(outputs[name].shape))
 
     return kernel
+
+
+# ---------------------------------------------------------------- SOL-ExecBench, native
+
+
+@dataclass(frozen=True)
+class NativeSolution:
+    """A CUDA solution.json as the CUDA submission it maps onto."""
+
+    source: str  # the .cu file
+    launch_spec: str | None  # a launch_spec.toml of the solution; None: the .cu's comment block
+    path: str  # the .cu file's path in the solution
+    language: str = "cuda"
+
+
+def native_solution(solution: dict[str, Any], problem: Any) -> NativeSolution | None:
+    """The CUDA submission a native solution.json maps onto; None for a Python one (the sandboxed
+    child runs those); ForeignError with the reason where it does not map."""
+    languages = solution_languages(solution)
+    if languages & PYTHON_LANGUAGES or not languages & NATIVE_SOLUTION_LANGUAGES:
+        return None
+    _check_definition(solution, problem)
+    shown = ", ".join(sorted(languages))
+    if "cuda" not in problem.languages:
+        from evaluator.ptx.native_abi import describe, from_problem
+
+        raise ForeignError(f"a {shown} solution.json is a native kernel, and {problem.name} takes none: "
+                           f"{describe(from_problem(problem)).reason}")
+    files = {str(item.get("path", "")): str(item.get("content", "")) for item in solution["sources"]}
+    kernels = [path for path in files if path.endswith(".cu")]
+    if len(kernels) != 1:
+        raise ForeignError(f"a {shown} solution.json maps onto one CUDA C++ file (a .cu source), this one has "
+                           f"{len(kernels)}{': ' + ', '.join(kernels) if kernels else ''}; {_abi_hint(problem)}")
+    text = files[kernels[0]]
+    marks = [mark for mark in TORCH_EXTENSION_MARKS if mark in text]
+    if marks:
+        raise ForeignError(f"{kernels[0]} is a PyTorch extension ({', '.join(marks)}: host code that allocates and "
+                           "launches, Python bindings), which SOLboard does not build: a native submission is the "
+                           f"kernel alone, launched by the harness from a launch spec; {_abi_hint(problem)}")
+    spec = next((files[name] for name in LAUNCH_SPEC_FILES if name in files), None)
+    if spec is None and "solboard-launch:" not in text:
+        raise ForeignError(f"{kernels[0]} has no launch spec (a `// solboard-launch:` comment block, or a "
+                           f"launch_spec.toml source); {_abi_hint(problem)}")
+    return NativeSolution(source=text, launch_spec=spec, path=kernels[0])
+
+
+def _abi_hint(problem: Any) -> str:
+    """What a kernel of this problem receives, in the harness's order (docs/ptx.md, section 3)."""
+    from evaluator.ptx.native_abi import describe, from_problem
+
+    abi = describe(from_problem(problem))
+    parameters = ", ".join(f"{param.c_type} {param.name}" for param in abi.parameters)
+    return (f"write the kernel as `extern \"C\" __global__` with the parameters ({parameters}) and a launch spec "
+            f"(`solboard problem {problem.name} --launch-spec` prints one to start from)")

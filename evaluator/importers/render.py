@@ -52,7 +52,7 @@ def _head(candidate: Candidate, version: int) -> list[str]:
         f"description = {_multiline(candidate.description)}",
         f"axes = {toml_value(candidate.axes)}",
         f"baseline = {toml_value(candidate.baseline)}",
-        'languages = ["python"]',
+        f"languages = {toml_value(candidate.languages)}",
         f"# The inputs {candidate.format} itself draws (docs/importing.md).",
         f"distributions = {toml_value(candidate.distributions)}",
         "test_seeds = [1, 2, 3]",
@@ -78,6 +78,18 @@ def _tolerance(candidate: Candidate) -> list[str]:
     for output, values in candidate.output_tolerances.items():
         lines += ["", f"[tolerance.{_key(output)}]"]
         lines += [f"{key} = {toml_value(float(value))}" for key, value in values.items()]
+    return lines
+
+
+def _ptx_table(candidate: Candidate) -> list[str]:
+    """The native ABI (evaluator/importers/native_table.py; docs/ptx.md, section 3)."""
+    if not candidate.ptx:
+        return []
+    lines = ["", "# PTX/CUDA parameter ABI, derived from the source's declared tensors and scalars.", "[ptx]"]
+    lines += [f"{key} = {toml_value(value)}" for key, value in candidate.ptx.items() if key != "constants"]
+    if candidate.ptx.get("constants"):
+        lines += ["", "[ptx.constants]"]
+        lines += [f"{_key(name)} = {toml_value(float(value))}" for name, value in candidate.ptx["constants"].items()]
     return lines
 
 
@@ -110,7 +122,7 @@ def _shapes(candidate: Candidate) -> list[str]:
 
 def render_problem_toml(candidate: Candidate, version: int) -> str:
     """problem.toml of a candidate (the catalogue's format, plus the [import] table)."""
-    lines = _head(candidate, version) + _tensors(candidate) + _tolerance(candidate)
+    lines = _head(candidate, version) + _tensors(candidate) + _tolerance(candidate) + _ptx_table(candidate)
     lines += _import_table(candidate) + _shapes(candidate)
     return "\n".join(lines) + "\n"
 

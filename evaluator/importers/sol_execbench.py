@@ -286,7 +286,7 @@ def _scalars(work: _Definition, records: list[dict[str, Any]]) -> tuple[list[dic
                                     f"{key} = {chosen!r} kept: a kernel receives no float scalars)")
         records = [record for record in records if record["scalars"][key] == chosen]
         parameters.append({"name": key, "kind": "fixed", "value": chosen})
-        work.notes.append(f"scalar input {key!r} is fixed at {chosen!r}: the kernel does not receive it")
+        work.notes.append(f"scalar input {key!r} is fixed at {chosen!r}: a Python kernel does not receive it")
     check_axis_names(scalar_args)
     return parameters, scalar_args, records
 
@@ -377,6 +377,7 @@ def _description(definition: dict[str, Any], parameters: list[dict[str, Any]]) -
             lines.append(f"{title}: " + "; ".join(described) + ".")
     fixed = [f"{item['name']} = {item['value']!r}" for item in parameters if item["kind"] == "fixed"]
     if fixed:
-        lines.append("Fixed scalars (not passed to a kernel; a solution.json's entry point receives them): "
+        lines.append("Fixed scalars (not passed to a Python kernel; a native kernel gets a float one as an fp32 "
+                     "constant; a solution.json's entry point receives them): "
                      + ", ".join(fixed) + ".")
     return "\n".join(lines)

@@ -109,6 +109,7 @@ def _import(task: Task, folder: Path, result: Result) -> None:
     candidate.provenance = result.source = source_reference(folder, Path(task.root), task.source_repo)
     assign_shape_ids(candidate.shapes, candidate.axes)
     flag_shapes(candidate)
+    _declare_native_table(candidate)
     candidate.source_digest = meaning_digest(candidate)
     result.name, result.digest, result.dropped, result.notes = (candidate.name, candidate.source_digest,
                                                                 candidate.dropped, candidate.notes)
@@ -125,6 +126,15 @@ def _import(task: Task, folder: Path, result: Result) -> None:
     result.dropped, result.notes = candidate.dropped, candidate.notes
     result.rankable, result.counts, result.staged = candidate.rankable, candidate.counts_mode, str(staged)
     result.status = "partial" if candidate.dropped else "converted"
+
+
+def _declare_native_table(candidate: Candidate) -> None:
+    """The [ptx] table native kernels get (or Python only, and why), in the report's notes."""
+    from evaluator.importers.native_table import describe_table, native_table
+
+    native = native_table(candidate)
+    candidate.ptx, candidate.languages = native.table, native.languages
+    candidate.notes += [describe_table(native), *native.notes]
 
 
 def _write_validated(candidate: Candidate, staged: Path, version: int) -> None:

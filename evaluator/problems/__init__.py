@@ -417,7 +417,21 @@ def load_problem(folder: Path) -> Problem:
     )
     if kind == "multi":
         _check_multi(problem, where)
+    _check_ptx_table(problem, where)
     return problem
+
+
+def _check_ptx_table(problem: Problem, where: str) -> None:
+    """A problem's ``[ptx]`` table names what the problem has (``evaluator.ptx.table``): a table
+    written by hand, or by an import, cannot be wrong silently (a wrong one would refuse every
+    native kernel of the problem at upload, or launch one with a parameter the harness cannot fill)."""
+    if not problem.ptx and not set(problem.languages) & {"ptx", "cuda"}:
+        return
+    from evaluator.ptx.table import table_errors
+
+    errors = table_errors(problem)
+    if errors:
+        raise CatalogueError(f"{where}: [ptx] table: " + "; ".join(errors))
 
 
 def _world(meta: dict[str, Any], where: str) -> tuple[Literal["single", "multi"], int, tuple[int, ...]]:

@@ -28,7 +28,22 @@ C_TYPES = {
     "int32": "int",
     "int64": "long long",
     "float64": "double",
+    "int16": "short",
+    "int8": "signed char",
+    "uint8": "unsigned char",
+    "bool": "bool",
 }
+#: C++ keywords a tensor or axis name may be (imported problems name them after their source):
+#: such a parameter gets a trailing underscore in the skeleton's signature.
+_CPP_KEYWORDS = frozenset({
+    "alignas", "alignof", "and", "asm", "auto", "bool", "break", "case", "catch", "char", "class", "const",
+    "constexpr", "continue", "decltype", "default", "delete", "do", "double", "else", "enum", "explicit",
+    "export", "extern", "false", "float", "for", "friend", "goto", "if", "inline", "int", "long", "mutable",
+    "namespace", "new", "noexcept", "not", "nullptr", "operator", "or", "private", "protected", "public",
+    "register", "return", "short", "signed", "sizeof", "static", "struct", "switch", "template", "this",
+    "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual", "void",
+    "volatile", "while", "xor",
+})
 _U32_MAX = 2**32 - 1
 _GRID_X_MAX = 2**31 - 1
 _THREADS = 256
@@ -130,19 +145,23 @@ def _parameters(source: NativeAbiInput) -> list[NativeParam]:
             continue
         const = "const " if role == "input" else ""
         params.append(NativeParam(
-            position=len(params), kind="ptr", name=tensor["name"], tensor=tensor["name"], role=role,
+            position=len(params), kind="ptr", name=_c_name(tensor["name"]), tensor=tensor["name"], role=role,
             dtype=tensor["dtype"], shape=list(tensor["shape"]), tensormap_allowed=tensor["name"] in tensormaps,
             c_type=f"{const}{C_TYPES[tensor['dtype']]}* __restrict__"))
     taken = {p.name for p in params}
     for axis in source.ptx.get("scalars", source.axes):
         kind = "u32" if max((shape.get(axis, 0) for shape in source.shapes), default=0) <= _U32_MAX else "u64"
-        name = axis if axis not in taken else f"{axis}_value"
+        name = _c_name(axis) if axis not in taken else f"{axis}_value"
         params.append(NativeParam(position=len(params), kind=kind, name=name, axis=axis,
                                   c_type="unsigned" if kind == "u32" else "unsigned long long"))
     for constant, value in source.ptx.get("constants", {}).items():
-        params.append(NativeParam(position=len(params), kind="f32", name=constant, constant=constant,
+        params.append(NativeParam(position=len(params), kind="f32", name=_c_name(constant), constant=constant,
                                   value=float(value), c_type="float"))
     return params
+
+
+def _c_name(name: str) -> str:
+    return f"{name}_" if name in _CPP_KEYWORDS else name
 
 
 def _numel(shape: list[str | int]) -> str:

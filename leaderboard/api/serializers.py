@@ -317,6 +317,41 @@ class LeaderboardRowSerializer(serializers.Serializer):
     submitted_at = serializers.DateTimeField()
 
 
+class ReferenceShapeSerializer(serializers.Serializer):
+    shape = serializers.CharField()
+    median_us = serializers.FloatField(allow_null=True)
+    speedup = serializers.FloatField(allow_null=True, help_text="Baseline time / this line's time at the shape.")
+    sol_fraction = serializers.FloatField(allow_null=True)
+    score = serializers.FloatField(allow_null=True, help_text="The S this line gets at the shape.")
+
+
+class ReferenceLineSerializer(serializers.Serializer):
+    label = serializers.CharField(help_text="eager, torch_compile, liger, flash_attn, ...")
+    title = serializers.CharField()
+    kind = serializers.ChoiceField(choices=["baseline", "compiled", "library"])
+    status = serializers.ChoiceField(choices=["measured", "measuring", "unavailable", "needs_gpu", "failed"])
+    status_text = serializers.CharField()
+    package = serializers.CharField(allow_null=True, help_text="The library's pip name (null for the baseline lines).")
+    versions = serializers.DictField(child=serializers.CharField(),
+                                     help_text="Package -> version the runner measured (printed by the line).")
+    url = serializers.CharField(allow_null=True)
+    source_path = serializers.CharField(help_text="The source (or its template) in the repository.")
+    submission_id = serializers.IntegerField(allow_null=True, help_text="Its submission (public source).")
+    evaluation_id = serializers.IntegerField(allow_null=True)
+    score = serializers.FloatField(allow_null=True, help_text="The problem score it would get; never ranked.")
+    speedup = serializers.FloatField(allow_null=True)
+    sol_fraction = serializers.FloatField(allow_null=True)
+    ranked = serializers.BooleanField(help_text="Always false: reference lines never take a rank.")
+    shapes = ReferenceShapeSerializer(many=True)
+
+
+class ReferenceLinesSerializer(serializers.Serializer):
+    problem = serializers.CharField()
+    version = serializers.IntegerField()
+    gpu_types = serializers.DictField(child=ReferenceLineSerializer(many=True),
+                                      help_text="GPU type key -> its reference lines.")
+
+
 class LeaderboardSerializer(serializers.Serializer):
     problem = serializers.CharField()
     version = serializers.IntegerField(help_text="The problem's catalogue version this ranking is of.")
@@ -329,6 +364,9 @@ class LeaderboardSerializer(serializers.Serializer):
     page = serializers.IntegerField()
     page_size = serializers.IntegerField()
     results = LeaderboardRowSerializer(many=True)
+    references = ReferenceLineSerializer(
+        many=True, help_text="Reference lines of this version and GPU type (at this shape, when one is named): "
+                             "labelled, never ranked.")
 
 
 class MetaSerializer(serializers.Serializer):

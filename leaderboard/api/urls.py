@@ -14,6 +14,7 @@ urlpatterns = [
     path("quota", views_account.QuotaView.as_view(), name="api-quota"),
     path("problems", views_catalogue.ProblemListView.as_view(), name="api-problems"),
     path("problems/<slug:name>", views_catalogue.ProblemDetailView.as_view(), name="api-problem"),
+    path("problems/<slug:name>/references", views_catalogue.ReferenceLinesView.as_view(), name="api-problem-references"),
     path("gpu-types", views_catalogue.GpuTypeListView.as_view(), name="api-gpu-types"),
     path("leaderboards/<slug:name>/<slug:gpu>", views_catalogue.LeaderboardView.as_view(), name="api-leaderboard"),
     path("submissions", subs.SubmissionListCreateView.as_view(), name="api-submissions"),

@@ -19,6 +19,8 @@ from leaderboard.api.errors import ApiError
 from leaderboard.api.presenters import agent_of
 from leaderboard.api.views_submissions import ERRORS, PAGE, PAGE_SIZE, ApiView, page_bounds
 from leaderboard.models import GpuType, Problem, RankingEntry, RankingTrack, Shape
+from leaderboard.reference_lines import line_rows
+from leaderboard.web.boards import board_shapes
 from leaderboard.web.native_abi import native_abi_body
 
 
@@ -109,6 +111,22 @@ VERSION = OpenApiParameter("version", int, required=False,
                                       "ranks apart: a new version may time a faster baseline.")
 
 
+def references_body(problem: Problem, gpu: GpuType, version: int, shape: Shape | None = None) -> list[dict[str, Any]]:
+    """The reference lines of a problem version on a GPU type (one shape's figures if ``shape``)."""
+    shapes = [item.pk for item in board_shapes(problem, gpu, version)]
+    return [line.body(shape.pk if shape else None) for line in line_rows(problem, gpu, version, shapes)]
+
+
+class ReferenceLinesView(PublicView):
+    @extend_schema(parameters=[VERSION], responses={200: s.ReferenceLinesSerializer, **ERRORS},
+                   summary="A problem's reference lines on every GPU type: measured like submissions, never ranked")
+    def get(self, request: Request, name: str) -> Response:
+        problem = active_problem(name)
+        version = LeaderboardView._version(request, problem)
+        return Response({"problem": problem.name, "version": version,
+                         "gpu_types": {gpu.key: references_body(problem, gpu, version) for gpu in GpuType.objects.all()}})
+
+
 class LeaderboardView(PublicView):
     @extend_schema(parameters=[OpenApiParameter("shape", str, required=False), TRACK, VERSION,
                                PAGE, PAGE_SIZE],
@@ -136,6 +154,7 @@ class LeaderboardView(PublicView):
             "track": track, "order": "score" if shape is None else "median_us", "count": rows.count(),
             "page": page, "page_size": size,
             "results": [self._row(start + position, row) for position, row in enumerate(chosen, start=1)],
+            "references": references_body(problem, gpu_type, version, shape),
         })
 
     @staticmethod

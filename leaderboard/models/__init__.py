@@ -16,12 +16,14 @@ from leaderboard.models.evaluations import (
 )
 from leaderboard.models.integrity import Withdrawal
 from leaderboard.models.rankings import RankingEntry, RankingTrack
+from leaderboard.models.references import REFERENCE_USER, ReferenceLine, is_reference_submission
 from leaderboard.models.runners import RunnerAuthFailure, RunnerCredential, RunnerMessageNonce, RunnerNode
 from leaderboard.models.submissions import Language, SourceMismatch, Submission, sha256_text
 from leaderboard.models.tokens import ApiToken
 
 __all__ = [
     "ALLOWED_TRANSITIONS",
+    "REFERENCE_USER",
     "TERMINAL_STATUSES",
     "ApiToken",
     "Evaluation",
@@ -34,6 +36,7 @@ __all__ = [
     "Problem",
     "RankingEntry",
     "RankingTrack",
+    "ReferenceLine",
     "RunnerAuthFailure",
     "RunnerCredential",
     "RunnerMessageNonce",
@@ -45,6 +48,7 @@ __all__ = [
     "SubmissionOrigin",
     "WebhookDelivery",
     "Withdrawal",
+    "is_reference_submission",
     "sha256_text",
     "transition_allowed",
 ]

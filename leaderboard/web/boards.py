@@ -1,5 +1,6 @@
 """The problem page's rankings, read side: rows with speedup, SOL fraction and the gap to the row
-above, the baseline as a reference row, one board per shape, and the provisional results.
+above, the baseline as a reference row, the measured reference lines (leaderboard/reference_lines.py)
+as labelled rows that take no rank, one board per shape, and the provisional results.
 
 Every board is a fixed number of queries whatever its length (tests/leaderboard/test_web_queries.py counts
 them): the ranking rows (one indexed query, ``leaderboard.rankings``), then one query for the
@@ -25,6 +26,7 @@ from django.db.models.functions import RowNumber
 from evaluator.scoring import geometric_mean, problem_score
 from evaluator.vocabulary import Status
 from leaderboard.models import (
+    REFERENCE_USER,
     Evaluation,
     EvaluationStatus,
     GpuType,
@@ -36,6 +38,7 @@ from leaderboard.models import (
     ShapeResult,
 )
 from leaderboard.rankings import ranking_rows
+from leaderboard.reference_lines import LineRow, line_rows
 from leaderboard.web.agents import agents_of
 from leaderboard.web.sol import shape_sol
 
@@ -46,9 +49,10 @@ PROVISIONAL_ROWS = 10
 
 @dataclass
 class BoardRow:
-    """One line of a ranking: a ranked entry (``rank`` set) or the baseline's reference row."""
+    """One line of a ranking: a ranked entry (``rank`` set), the baseline's reference row, or a
+    measured reference line (``label``: eager, torch_compile, liger...; never a rank)."""
 
-    kind: str  # "ranked" or "baseline"
+    kind: str  # "ranked", "baseline" or "reference"
     score: float | None
     rank: int | None = None
     user: str = ""
@@ -60,6 +64,7 @@ class BoardRow:
     submitted_at: datetime | None = None
     features_met: bool | None = None
     agent: str = ""  # the program that submitted it, when its API token named one
+    label: str = ""  # a reference line's
 
 
 @dataclass
@@ -131,8 +136,9 @@ def baseline_times(figures: dict[int, list[ShapeFigures]]) -> dict[int, float]:
 
 
 def problem_board(problem: Problem, gpu: GpuType, require_features: bool = False, limit: int = 100,
-                  version: int | None = None) -> Board:
-    """The whole-problem ranking of one GPU type (by score), with the baseline row placed by S = 0.5."""
+                  version: int | None = None, lines: list[LineRow] | None = None) -> Board:
+    """The whole-problem ranking of one GPU type (by score), with the baseline row placed by S = 0.5
+    and the measured reference lines by their scores (``lines``: read here when not given)."""
     entries = ranking_rows(problem, gpu, None, limit, require_features, version)
     figures = shape_figures(entry.evaluation_id for entry in entries)
     shapes = board_shapes(problem, gpu, version)
@@ -145,7 +151,17 @@ def problem_board(problem: Problem, gpu: GpuType, require_features: bool = False
     sol = {shape.pk: shape_sol(problem, shape, gpu).t_sol_us for shape in shapes}
     fractions = [_fraction(sol.get(pk), baseline.get(pk)) for pk in ids]
     reference = BoardRow(kind="baseline", score=0.5, speedup=1.0, sol_fraction=geomean(fractions) if ids else None)
-    return Board(gpu, None, _with_gaps(_insert(rows, reference, key=lambda row: -(row.score or 0.0))))
+    rows = _insert(rows, reference, key=lambda row: -(row.score or 0.0))
+    for line in _reference_rows(line_rows(problem, gpu, version, ids) if lines is None else lines):
+        rows = _insert(rows, line, key=lambda row: -(row.score or 0.0))
+    return Board(gpu, None, _with_gaps(rows))
+
+
+def _reference_rows(lines: list[LineRow]) -> list[BoardRow]:
+    """The measured reference lines as rows of the whole-problem board (placed by score, no rank)."""
+    return [BoardRow(kind="reference", score=line.score, user=line.title, label=line.label,
+                     submission_id=line.submission_id, speedup=line.speedup, sol_fraction=line.sol_fraction)
+            for line in lines if line.status == "measured" and line.score is not None]
 
 
 def _problem_row(entry: RankingEntry, figures: list[ShapeFigures], agent: str) -> BoardRow:
@@ -181,8 +197,10 @@ def _with_gaps(rows: list[BoardRow]) -> list[BoardRow]:
 
 
 def shape_boards(problem: Problem, gpu: GpuType, require_features: bool = False,
-                 per_shape: int = SHAPE_BOARD_ROWS, version: int | None = None) -> list[Board]:
-    """The top rows of every shape's ranking (by median time): two queries for all shapes."""
+                 per_shape: int = SHAPE_BOARD_ROWS, version: int | None = None,
+                 lines: list[LineRow] | None = None) -> list[Board]:
+    """The top rows of every shape's ranking (by median time): two queries for all shapes (and the
+    reference lines', when ``lines`` are not given)."""
     shapes = board_shapes(problem, gpu, version)
     track = RankingTrack.FEATURES if require_features else RankingTrack.ALL
     entries = list(
@@ -197,11 +215,14 @@ def shape_boards(problem: Problem, gpu: GpuType, require_features: bool = False,
     by_shape: dict[int, list[RankingEntry]] = defaultdict(list)
     for entry in entries:
         by_shape[entry.shape_id].append(entry)  # type: ignore[index]
-    return [_shape_board(problem, gpu, shape, by_shape.get(shape.pk, []), figures, agents) for shape in shapes]
+    measured = [line for line in (line_rows(problem, gpu, version) if lines is None else lines)
+                if line.status == "measured"]
+    return [_shape_board(problem, gpu, shape, by_shape.get(shape.pk, []), figures, agents, measured)
+            for shape in shapes]
 
 
 def _shape_board(problem: Problem, gpu: GpuType, shape: Shape, entries: list[RankingEntry],
-                 figures: dict[int, list[ShapeFigures]], agents: dict[int, str]) -> Board:
+                 figures: dict[int, list[ShapeFigures]], agents: dict[int, str], lines: list[LineRow]) -> Board:
     t_sol_us = shape_sol(problem, shape, gpu).t_sol_us
     rows = []
     for entry in entries:
@@ -218,6 +239,13 @@ def _shape_board(problem: Problem, gpu: GpuType, shape: Shape, entries: list[Ran
         reference = BoardRow(kind="baseline", score=0.5, median_us=baseline_us, speedup=1.0,
                              sol_fraction=_fraction(t_sol_us, baseline_us))
         board.rows = _insert(rows, reference, key=lambda row: row.median_us or math.inf)
+    for line in lines:
+        figures_here = line.at(shape.pk)
+        if figures_here is not None and figures_here.median_us is not None:
+            row = BoardRow(kind="reference", score=figures_here.score, median_us=figures_here.median_us,
+                           user=line.title, label=line.label, submission_id=line.submission_id,
+                           speedup=figures_here.speedup, sol_fraction=figures_here.sol_fraction)
+            board.rows = _insert(board.rows, row, key=lambda row: row.median_us or math.inf)
     board.rows = _with_gaps(board.rows)
     return board
 
@@ -239,6 +267,7 @@ def provisional_rows(problem: Problem, gpu: GpuType, limit: int = PROVISIONAL_RO
         Evaluation.objects.filter(submission__problem=problem, submission__problem_version=version or problem.version,
                                   gpu_type=gpu, mode=Mode.RANKED, status=EvaluationStatus.PASSED,
                                   rank_eligible=False, withdrawal__isnull=True)
+        .exclude(submission__user__username=REFERENCE_USER)  # reference lines have their own rows
         .select_related("submission__user").defer("report", "log", "submission__source")
         .order_by("-finished_at", "-id")[: limit * 3]
     )

@@ -19,10 +19,12 @@ from django.views.decorators.http import require_GET
 
 from leaderboard.models import GpuType, Problem, RankingEntry
 from leaderboard.rankings import ranked_versions, requires_features
-from leaderboard.web.boards import problem_board, provisional_rows, shape_boards
+from leaderboard.reference_lines import line_rows
+from leaderboard.web.boards import board_shapes, problem_board, provisional_rows, shape_boards
 from leaderboard.web.cache import cached_fragment
 from leaderboard.web.highlight import highlighted
 from leaderboard.web.history import score_history
+from leaderboard.web.reference_section import reference_section
 from leaderboard.web.sol import reference_source, shape_sol, sol_derivation
 
 #: Users whose own trend is drawn beside the record line.
@@ -96,10 +98,12 @@ def rankings_context(problem: Problem, gpu: GpuType, features_only: bool,
                      version: int | None = None) -> dict[str, Any]:
     """Everything the rankings part of the page shows (the same for every visitor), for one
     catalogue version (default: the current one)."""
-    board = problem_board(problem, gpu, require_features=features_only, version=version)
+    lines = line_rows(problem, gpu, version, [shape.pk for shape in board_shapes(problem, gpu, version)])
+    board = problem_board(problem, gpu, require_features=features_only, version=version, lines=lines)
     leaders = [row.user for row in board.rows if row.kind == "ranked"][:TREND_USERS]
     chart, records = score_history(problem, gpu, leaders, timezone.now(), version)
     return {"problem": problem, "gpu": gpu, "board": board, "chart": chart, "records": records,
             "version": version or problem.version,
-            "shape_boards": shape_boards(problem, gpu, require_features=features_only, version=version),
-            "provisional": provisional_rows(problem, gpu, version=version)}
+            "shape_boards": shape_boards(problem, gpu, require_features=features_only, version=version, lines=lines),
+            "provisional": provisional_rows(problem, gpu, version=version),
+            "reference_lines": reference_section(problem, gpu, lines, version)}

@@ -36,6 +36,7 @@ from leaderboard.models import (
     RunnerNode,
     ShapeResult,
     Submission,
+    is_reference_submission,
 )
 from leaderboard.queues import availability, queue_position
 from leaderboard.rankings import meets_features
@@ -78,6 +79,8 @@ def not_ranked_reason(evaluation: Evaluation, details: bool = True) -> str:
     if withdrawal is not None:
         return (f"withdrawn from the rankings by an operator on {withdrawal.withdrawn_at:%Y-%m-%d %H:%M} UTC: "
                 f"{withdrawal.note} (the owner may appeal with a re-run)")
+    if is_reference_submission(evaluation.submission):
+        return "a reference line (measured like a submission, shown beside the rankings, never ranked)"
     if evaluation.rank_eligible and evaluation.status == S.PASSED:
         return ""
     report = evaluation.report or {}

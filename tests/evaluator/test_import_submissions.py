@@ -120,7 +120,7 @@ def test_a_sol_execbench_solution_json_passes_as_it_is(imported: Path, tmp_path:
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    (solution("main.cpp::run", "// cuda", language="cuda_cpp"), "native extension"),
+    (solution("main.cpp::run", "// cuda", language="cuda_cpp"), "is a native kernel: the site takes it as a CUDA"),
     (solution("kernel.py::run", RMSNORM, definition="softmax_h4096"), "not 'rmsnorm_h256'"),
     (solution("kernel.py::forward", RMSNORM), "defines no callable forward"),
 ])

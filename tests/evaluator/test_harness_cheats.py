@@ -61,7 +61,10 @@ def test_a_forged_claim_the_judges_clock_rejects_is_timed_again_and_rejected_aga
     # On the CPU an unconfirmed timing is re-timed once (a busy machine delays every wake-up of the
     # child); the forgery disagrees with the judge's clock the second time too.
     report = evaluate_file("vector_add", CHEATS / "c16_starve_judge_clock.py", *RANKED, stdin="424242\n")
-    assert any("timed again" in note for note in report["notes"])
+    timed_again = any("timed again" in note for note in report["notes"])
+    # Without a second timing, the first one cleared the floor on every shape (a machine loaded
+    # enough stretches the judge's clock): then every shape is ranked on that clock, never the claim.
+    assert timed_again or all(shape["status"] == "PASSED" for shape in report["shapes"]), report["notes"]
     for shape in report["shapes"]:
         if shape["status"] == "PASSED":
             # On a machine busy enough the second timing can clear the witness's floor (half the judge's
@@ -72,4 +75,4 @@ def test_a_forged_claim_the_judges_clock_rejects_is_timed_again_and_rejected_aga
             assert shape["status"] == "REJECTED" and "timing not confirmed" in shape["message"]
     for shape in report["shapes"]:  # the first timing's entry set aside: one per shape at most
         assert sum("checked by the judge" in check["trial"] for check in shape["checks"]) <= 1
-    assert not report["rank_eligible"]
+    assert not report["rank_eligible"]  # the CPU device never is; its board ranks the judge's clock

@@ -69,9 +69,10 @@
 #
 # Still to run on a GPU (one line a 10-minute call, a session holds about three; the issue in brackets;
 # what passes is what the part's script says):
-#   harness HARNESS=limits,ranked      [33 items 4, 5, 7] a hung kernel TIMEOUT in under 30 s; the GEMM's claims
-#                                      forged to 0.91x / 0.96x rank at most 1% below the honest one (4096^3 1.25%);
-#                                      torch.compile's vector add PASSED, witnessed, no flag
+#   harness HARNESS=ranked             [33 items 5, 7] the GEMM's claims forged to 0.91x / 0.96x rank at most 1%
+#                                      below the honest one (4096^3 1.25%); torch.compile's vector add PASSED,
+#                                      witnessed, no flag (HARNESS=limits ran 2026-12-05: TIMEOUT at the 15 s
+#                                      first-call limit, 32.6 / 35.4 s from a fresh process)
 #   harness HARNESS=autotune           [33 item 8] Triton @autotune matmul and attention: every shape confirmed
 #   jailproof                          [33] jobs 1-4 PASSED, witnessed, no refused call; gpu_memory job_failed
 #   selfcheck PROBLEMS=top_k_sampling SHAPES=all KERNELS=1   [33] never on a GPU: PASS, its example's too
@@ -81,12 +82,11 @@
 #                                      positives, baselines 0.5 within the spread of
 #                                      benchmarks/results/baselines.md#as-submissions
 #   cheats                             [33] 11 of 11 not rank-eligible
-#   nativejobs NATIVE_PROBLEMS=attention_fwd,gemm_fp8,paged_decode_attention,rmsnorm   then
-#   nativejobs NATIVE_PROBLEMS=attention_bwd,moe_unpermute,vector_add,gemm_bf16   [39] every native PASSED
 #   natives NATIVES=hopper;  natives NATIVES=tasks;  natives NATIVES=bwd;  natives NATIVES=older   [39]
 #                                      the evidence per shape (HGMMA / UTMALDG executed on the wgmma examples)
 #   loops LOOPS=1;  loops LOOPS=2      [36] the 10th back-to-back submission provisional within 3 s of its
-#                                      receipt, witnessed within 2x; a job's figures alike with spares staging
+#                                      receipt, witnessed within 2x (LOOPS=1's disturbance half ran 2026-12-05:
+#                                      a job's figures alike with a spare staging beside it)
 #   references PROBLEMS=cross_entropy,silu_and_mul,rmsnorm, then PROBLEMS=all   [37 item 6, 39] every eager
 #                                      line 0.5 +- 0.02, torch_compile lines PASSED, Liger lines near the
 #                                      issue's scores, none ranked; the imported CUDA kernel PASSED

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evaluator.gpus import get_gpu_spec
+from evaluator.gpu_specs import get_gpu_spec
 from evaluator.problems import load_problem
 from evaluator.sol import has_counts, t_sol
 

@@ -55,7 +55,7 @@ def measure(problems: list[str], timeout: float) -> dict[str, Any]:
 
 def lines_of(gpu: Any) -> list[dict[str, Any]]:
     from leaderboard.models import Problem
-    from leaderboard.rankings import ranking_rows
+    from leaderboard.ranking_maintenance import ranking_rows
     from leaderboard.reference_lines import line_rows
     from leaderboard.web.boards import board_shapes
 

@@ -47,7 +47,7 @@ from leaderboard.models import (
     Submission,
     sha256_text,
 )
-from leaderboard.rankings import meets_features
+from leaderboard.ranking_maintenance import meets_features
 from leaderboard.web.sol import counts_of, spec_of
 
 GPU_KEYS = ("h100", "h200", "b200")

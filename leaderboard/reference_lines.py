@@ -9,7 +9,7 @@ idempotent per problem version: a line already submitted with the same source is
 development device; its row says so.
 
 Never ranked: every submission of ``REFERENCE_USER`` is a reference line
-(``leaderboard.models.is_reference_submission``); ``leaderboard.rankings.is_rank_eligible`` refuses
+(``leaderboard.models.is_reference_submission``); ``leaderboard.ranking_maintenance.is_rank_eligible`` refuses
 them and the problem page's provisional list leaves them out.
 
 Read side (``line_rows``): each line of a problem version on a GPU type with its status, the

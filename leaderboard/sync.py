@@ -13,7 +13,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from evaluator.gpus import GpuSpec, load_gpu_specs
+from evaluator.gpu_specs import GpuSpec, load_gpu_specs
 from evaluator.problems import Problem as CatalogueProblem
 from evaluator.problems import load_catalogue
 from leaderboard.models import GpuType, Problem, Shape

@@ -18,7 +18,7 @@ from django.http import HttpResponse
 from django.template import engines
 
 from leaderboard.models import Evaluation, EvaluationStatus, Mode, RankingEntry, Withdrawal
-from leaderboard.rankings import refresh_rankings_for
+from leaderboard.ranking_maintenance import refresh_rankings_for
 from leaderboard.signals import rankings_changed
 
 #: The longest note accepted (it is shown in full on the report).

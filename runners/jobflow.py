@@ -22,7 +22,7 @@ from celery import Celery
 from pydantic import ValidationError
 
 from evaluator.report import EvaluationReport
-from runners import execute, gpus, procs, sandbox, spares
+from runners import execute, nvml_probe, procs, sandbox, spares
 from runners.identities import UID_BLOCK_VARIABLE, Rotation, UidBlock
 from runners.slots import Slot, StateDir, read_json, write_json
 from runners.spare_keeper import SpareKeeper
@@ -128,14 +128,14 @@ def handle_job(payload: dict[str, Any], messenger: Messenger) -> None:
         return
     reason = ctx.state.cancel_reason(job.job_id)
     if reason is not None:
-        deliver(ctx, messenger, execute._result(job, ctx, "cancelled", f"cancelled before it started: {reason}"))
+        deliver(ctx, messenger, execute.job_result(job, ctx, "cancelled", f"cancelled before it started: {reason}"))
         return
     if ctx.state.shutting_down():  # not started, so no attempt is counted for it
-        deliver(ctx, messenger, execute._result(job, ctx, "runner_error", "released: the runner is shutting down"))
+        deliver(ctx, messenger, execute.job_result(job, ctx, "runner_error", "released: the runner is shutting down"))
         return
     mismatch = catalogue_mismatch(job)
     if mismatch:  # nothing started: the site hands the job on (bounded) or ends it with this message
-        deliver(ctx, messenger, execute._result(job, ctx, "runner_error", mismatch))
+        deliver(ctx, messenger, execute.job_result(job, ctx, "runner_error", mismatch))
         return
     keeper = _keeper
     spare = keeper.take(job) if keeper is not None else None  # the slot is busy from here on
@@ -179,7 +179,7 @@ def _run_locked(job: Job, ctx: execute.Context, messenger: Messenger, spare: Spa
             spare = None
         if holders:
             mark_unhealthy(ctx, f"GPU(s) {ctx.slot.cuda_visible_devices} still held by pid(s) {holders}")
-            return execute._result(job, ctx, "runner_error", f"GPU still held by pid(s) {holders}; job released")
+            return execute.job_result(job, ctx, "runner_error", f"GPU still held by pid(s) {holders}; job released")
         spare = _warmed_for_job(spare)
         ctx.state.write_slot(ctx.slot.key, job_id=job.job_id, evaluation_id=job.evaluation_id, since=time.time())
         messenger.started(JobStarted(job_id=job.job_id, evaluation_id=job.evaluation_id, runner=ctx.runner,
@@ -283,7 +283,7 @@ def wait_gpus_free(ctx: execute.Context, spare: Spare | None = None, wait_s: flo
     pause = FIRST_GPU_POLL_S
     while True:
         keep = spare.tree() if spare is not None else set()
-        holders = [pid for pid in gpus.processes_on(ctx.slot.gpu_indices) if pid != os.getpid() and pid not in keep]
+        holders = [pid for pid in nvml_probe.processes_on(ctx.slot.gpu_indices) if pid != os.getpid() and pid not in keep]
         if not holders or time.monotonic() >= deadline:
             return holders
         if _keeper is not None:  # a staged spare must hold nothing there: it goes

@@ -17,7 +17,7 @@ import signal
 from collections.abc import Callable
 
 from evaluator.vocabulary import CPU, CUDA, Mode
-from runners import gpus, sandbox
+from runners import nvml_probe, sandbox
 from runners.slots import Slot
 from solboard_common.protocol import JobLimits
 
@@ -83,7 +83,7 @@ def sandbox_report_bytes() -> int:
 def gpu_memory_budget(limits: JobLimits, slot: Slot) -> int | None:
     if slot.device != CUDA:
         return None
-    total = gpus.memory_of(slot.gpu_indices)
+    total = nvml_probe.memory_of(slot.gpu_indices)
     if not total:
         return limits.gpu_memory_bytes
     share = int(total * GPU_MEMORY_SHARE)
@@ -91,7 +91,7 @@ def gpu_memory_budget(limits: JobLimits, slot: Slot) -> int | None:
 
 
 def gpu_memory_watch(limits: JobLimits, slot: Slot,
-                     used: Callable[[tuple[int, ...]], int] = gpus.memory_used) -> Callable[[], str | None]:
+                     used: Callable[[tuple[int, ...]], int] = nvml_probe.memory_used) -> Callable[[], str | None]:
     """A Spec's watch: the memory every process holds on the slot's GPUs against the job's budget
     (NVML, from the runner: no call the job makes can lift or hide it). Only the job runs there:
     other slots' spares are stopped before it starts."""

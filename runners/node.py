@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluator.vocabulary import CPU, CUDA
-from runners import calibration, gpus, heartbeat, identities, jobflow, sandbox
+from runners import calibration, heartbeat, identities, jobflow, nvml_probe, sandbox
 from runners.celery_app import SUPERVISOR_PID_VARIABLE, build_app
 from runners.slots import Slot, StateDir, plan_slots
 from runners.spares import SPARES_VARIABLE
@@ -60,7 +60,7 @@ def resolve_gpus(device: str, only: list[int] | None) -> list[GpuInfo]:
     """GPUs this node serves: none on the CPU device; ``auto`` falls back to the CPU device."""
     if device == CPU:
         return []
-    found = gpus.discover(only)
+    found = nvml_probe.discover(only)
     if device == CUDA and not found:
         raise NodeError("--device cuda but NVML finds no GPU (is the driver loaded?)")
     return found
@@ -252,7 +252,7 @@ class Node:
         """An unhealthy slot (GPU held after a job) restarts only once NVML shows it free."""
         if slot is None or jobflow.read_health(self.state, slot.key)[0]:
             return True
-        if gpus.processes_on(slot.gpu_indices):
+        if nvml_probe.processes_on(slot.gpu_indices):
             return False
         jobflow.health_file(self.state, slot.key).unlink(missing_ok=True)
         return True

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator import jobstream
-from runners import execute, gpus, procs, sandbox
+from runners import execute, nvml_probe, procs, sandbox
 from runners.slots import lock_names
 from solboard_common.config import env_bool
 from solboard_common.protocol import Job, JobLimits
@@ -209,7 +209,7 @@ class Spare:
     def _off_device_problem(self) -> str | None:
         """A staged spare holds no CUDA context (it would crowd a job running on the GPU and void
         its witness): NVML must not list any process of it."""
-        holding = sorted(set(gpus.processes_on(self.gpu_indices)) & self.tree())
+        holding = sorted(set(nvml_probe.processes_on(self.gpu_indices)) & self.tree())
         return f"it held a CUDA context while staged (pids {holding})" if holding else None
 
     def warm(self, locks: list[Any], by_job: bool = False) -> None:

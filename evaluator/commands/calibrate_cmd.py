@@ -2,7 +2,7 @@
 
 A large bf16 GEMM (TFLOP/s) and a large device-to-device copy (TB/s counting read + write), each
 the median of several cold-L2 runs timed with CUDA events. The keys match
-``evaluator.gpus.with_ceilings``: ``bf16_tensor_tflops``, ``hbm_tbps``.
+``evaluator.gpu_specs.with_ceilings``: ``bf16_tensor_tflops``, ``hbm_tbps``.
 
 ``--world-size N`` (N > 1) measures the link instead: the all-reduce bus bandwidth of N GPUs
 (``evaluator.harness.link_bandwidth``), whose best figure is ``nvlink_gbps_per_direction``, the

@@ -102,7 +102,7 @@ def _calibration(path: Path | None) -> dict[str, float] | None:
 
 
 def _is_ceiling(key: str) -> bool:
-    """Keys that evaluator.gpus.with_ceilings understands (others, like "runs", are ignored)."""
+    """Keys that evaluator.gpu_specs.with_ceilings understands (others, like "runs", are ignored)."""
     return key.endswith("_tflops") or key in ("hbm_tbps", "nvlink_gbps_per_direction")
 
 

@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from evaluator.gpus import GpuSpecError, get_gpu_spec, load_gpu_specs
+from evaluator.gpu_specs import GpuSpecError, get_gpu_spec, load_gpu_specs
 from evaluator.problems import CatalogueError, Problem, Shape, get_problem
 from evaluator.sol import has_counts, t_sol
 

@@ -13,7 +13,7 @@ import copy
 import datetime as dt
 
 from evaluator import HARNESS_VERSION
-from evaluator.gpus import GpuSpecError, get_gpu_spec
+from evaluator.gpu_specs import GpuSpecError, get_gpu_spec
 from evaluator.harness import identity
 from evaluator.harness.device import cpu_name, gpu_type, nvml_driver, nvml_name
 from evaluator.harness.outcome import JudgeOutcome, ShapeResult
@@ -242,7 +242,7 @@ def _with_executed(evidence: FeatureEvidence | None, shapes: list[ShapeReport]) 
                     executed[opcode] = executed.get(opcode, 0) + count
     if evidence is None or not executed:
         return evidence
-    from evaluator.ptx.evidence import with_executed
+    from evaluator.ptx.feature_evidence import with_executed
 
     return with_executed(evidence, executed)
 

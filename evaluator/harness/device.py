@@ -49,7 +49,7 @@ def nvml_driver() -> str | None:
 
 def gpu_type(name: str) -> tuple[str, bool]:
     """(catalogue key, estimated?) for a device name; unknown GPUs are marked estimated."""
-    from evaluator.gpus import gpu_type_for_name
+    from evaluator.gpu_specs import gpu_type_for_name
 
     key = gpu_type_for_name(name)
     return key, key.startswith("unknown:")

@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass
 
 from evaluator.harness import identity
-from evaluator.ptx.evidence import parse_opcode_instances
+from evaluator.ptx.feature_evidence import parse_opcode_instances
 from evaluator.report import KernelProfile, WarpStall
 
 SECTIONS = (

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from evaluator.gpus import get_gpu_spec
+from evaluator.gpu_specs import get_gpu_spec
 from evaluator.harness.correctness import allocate_outputs
 from evaluator.harness.work import error_scales
 from evaluator.problems import Problem, Shape, get_problem, load_catalogue

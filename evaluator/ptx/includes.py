@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluator.ptx.assemble import Diagnostic
+from evaluator.ptx.ptxas import Diagnostic
 from evaluator.ptx.toolkit import include_folders
 
 SOURCE_NAME = "submission.cu"

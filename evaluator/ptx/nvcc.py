@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from evaluator.ptx.archs import get_arch
-from evaluator.ptx.assemble import Diagnostic
 from evaluator.ptx.errors import CompileError
 from evaluator.ptx.includes import (
     PREPROCESSOR_FLAGS,
@@ -25,6 +24,7 @@ from evaluator.ptx.includes import (
     split_opened_headers,
 )
 from evaluator.ptx.jailed import JailedResult, ToolLimits, WorkFolder, run_jailed
+from evaluator.ptx.ptxas import Diagnostic
 from evaluator.ptx.sourcetext import text_problem
 
 NVCC_FLAGS = ["-O3", "-std=c++17", "--expt-relaxed-constexpr", "-lineinfo"]

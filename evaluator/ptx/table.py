@@ -13,7 +13,7 @@ from typing import Any
 
 from evaluator.ptx.abi import DEFAULT_ARCHS, problem_abi, tensormap_unfit
 from evaluator.ptx.archs import ARCHS
-from evaluator.ptx.evidence import FEATURES
+from evaluator.ptx.feature_evidence import FEATURES
 
 TABLE_KEYS = ("tensors", "scalars", "tensormaps", "archs", "constants", "required_features")
 NATIVE_LANGUAGES = ("ptx", "cuda")

@@ -11,7 +11,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from evaluator.gpus import GpuSpecError, get_gpu_spec
+from evaluator.gpu_specs import GpuSpecError, get_gpu_spec
 from evaluator.problems import Counts
 from evaluator.sol import t_sol
 from leaderboard.api import serializers as s

@@ -153,7 +153,7 @@ def requeue_or_fail(evaluation: Evaluation, why: str, log_text: str = "") -> str
 
 
 def _after_terminal(evaluation_id: int) -> None:
-    from leaderboard.rankings import refresh_rankings_for
+    from leaderboard.ranking_maintenance import refresh_rankings_for
 
     evaluation = Evaluation.objects.select_related("submission").get(pk=evaluation_id)
     refresh_rankings_for(evaluation)

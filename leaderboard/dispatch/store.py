@@ -1,9 +1,9 @@
-"""Storing a completed report: the site's verdict, its ShapeResults, its score (judge.py); and a
+"""Storing a completed report: the site's verdict, its ShapeResults, its score (report_verdict.py); and a
 provisional one (before the witness), kept aside and never ranked.
 
 The report is stored as the site judged it: its SOL figures, problem score, eligibility and
 ``witnessed`` replaced by the site's own, so no stored copy carries a figure the site did not
-compute. A refused report (judge.Refused) ends as ``rejected`` with the reason, no score and no
+compute. A refused report (report_verdict.Refused) ends as ``rejected`` with the reason, no score and no
 shape rows; its measurements stay in the stored report for review.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 from django.utils import timezone
 
 from evaluator.report import EvaluationReport, ShapeReport, Status
-from leaderboard.dispatch.judge import Judgement, Refused, judge
+from leaderboard.dispatch.report_verdict import Judgement, Refused, judge
 from leaderboard.models import Evaluation, EvaluationStatus, Shape, ShapeResult
 from solboard_common.protocol import JobProvisional, JobResult
 

@@ -10,7 +10,7 @@ class RankingTrack(models.TextChoices):
     """Which results a ranking admits; each user holds at most one row per track.
 
     ``all``: every rank-eligible result. ``features``: those that meet the problem's required
-    architecture features on the GPU type's target (``leaderboard.rankings.meets_features``).
+    architecture features on the GPU type's target (``leaderboard.ranking_maintenance.meets_features``).
     """
 
     ALL = "all"

@@ -3,7 +3,7 @@ above, the baseline as a reference row, the measured reference lines (leaderboar
 as labelled rows that take no rank, one board per shape, and the provisional results.
 
 Every board is a fixed number of queries whatever its length (tests/leaderboard/test_web_queries.py counts
-them): the ranking rows (one indexed query, ``leaderboard.rankings``), then one query for the
+them): the ranking rows (one indexed query, ``leaderboard.ranking_maintenance``), then one query for the
 per-shape figures of every row shown.
 
 Every board shows one catalogue version of the problem (``version``; default the current one): each
@@ -37,7 +37,7 @@ from leaderboard.models import (
     Shape,
     ShapeResult,
 )
-from leaderboard.rankings import ranking_rows
+from leaderboard.ranking_maintenance import ranking_rows
 from leaderboard.reference_lines import LineRow, line_rows
 from leaderboard.web.agents import agents_of
 from leaderboard.web.sol import shape_sol

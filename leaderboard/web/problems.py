@@ -18,7 +18,7 @@ from django.utils.safestring import SafeString
 from django.views.decorators.http import require_GET
 
 from leaderboard.models import GpuType, Problem, RankingEntry
-from leaderboard.rankings import ranked_versions, requires_features
+from leaderboard.ranking_maintenance import ranked_versions, requires_features
 from leaderboard.reference_lines import line_rows
 from leaderboard.web.boards import board_shapes, problem_board, provisional_rows, shape_boards
 from leaderboard.web.cache import cached_fragment

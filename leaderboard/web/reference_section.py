@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from leaderboard.models import GpuType, Problem
-from leaderboard.rankings import ranking_rows
+from leaderboard.ranking_maintenance import ranking_rows
 from leaderboard.reference_lines import LineRow, time_ratio
 from leaderboard.web.boards import board_shapes, shape_figures
 

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db.models import Prefetch
 from django.utils import timezone
 
-from evaluator.ptx.evidence import missing_reason
+from evaluator.ptx.feature_evidence import missing_reason
 from evaluator.report import FeatureEvidence
 from leaderboard.audience import (
     may_see_details,
@@ -39,7 +39,7 @@ from leaderboard.models import (
     is_reference_submission,
 )
 from leaderboard.queues import availability, queue_position
-from leaderboard.rankings import meets_features
+from leaderboard.ranking_maintenance import meets_features
 from leaderboard.web.agents import agent_label
 from leaderboard.web.charts import Chart, RooflinePoint, roofline_chart
 from leaderboard.web.sol import counts_of

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from evaluator.ptx import jailed, validate_upload
-from evaluator.ptx.assemble import assemble
 from evaluator.ptx.jailed import ToolLimits, WorkFolder, run_in_jail
 from evaluator.ptx.nvcc import CudaCompile, compile_to_ptx
+from evaluator.ptx.ptxas import assemble
 from evaluator.ptx.sourcetext import decode_source, text_problem
 from evaluator.ptx.toolchain import find_tool
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluator.gpus import get_gpu_spec
+from evaluator.gpu_specs import get_gpu_spec
 from evaluator.problems import CatalogueError, Problem, get_problem, load_catalogue, load_problem
 from evaluator.scoring import sol_figures
 from evaluator.sol import t_sol

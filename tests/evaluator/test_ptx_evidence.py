@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from evaluator.ptx import validate_upload
-from evaluator.ptx.evidence import (
+from evaluator.ptx.feature_evidence import (
     executed_opcodes_from_raw_csv,
     families_from_opcodes,
     parse_opcode_instances,

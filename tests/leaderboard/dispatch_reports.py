@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from evaluator.gpus import get_gpu_spec
+from evaluator.gpu_specs import get_gpu_spec
 from evaluator.problems import get_problem
 from evaluator.scoring import problem_score, sol_figures
 from evaluator.sol import t_sol

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from evaluator.gpus import get_gpu_spec
+from evaluator.gpu_specs import get_gpu_spec
 from evaluator.problems import get_problem
 from evaluator.sol import t_sol
 from leaderboard.models import ApiToken, Evaluation
-from leaderboard.rankings import refresh_rankings_for
+from leaderboard.ranking_maintenance import refresh_rankings_for
 from tests.leaderboard.api_support import alice_api, bob_api, catalogue, finish, submit_body
 
 pytestmark = pytest.mark.django_db

@@ -23,9 +23,9 @@ from django.utils import timezone
 
 from leaderboard import dispatch
 from leaderboard.models import Evaluation, ShapeResult, Submission
-from leaderboard.rankings import refresh_rankings_for
-from runners.protocol import JobResult, JobStarted
+from leaderboard.ranking_maintenance import refresh_rankings_for
 from solboard_client.render import evaluation_line
+from solboard_common.protocol import JobResult, JobStarted
 from tests.leaderboard.api_support import catalogue, client_for, submit_body
 from tests.leaderboard.dispatch_reports import with_witness
 from tests.leaderboard.test_dispatch_results import cpu_report  # a real ranked CPU report of the example

@@ -337,7 +337,7 @@ def test_the_sweep_command_reports_what_it_did(evaluation: Evaluation, broker: s
 
 
 def test_only_known_finite_positive_ceilings_of_a_runner_are_used() -> None:
-    from leaderboard.dispatch.judge import runner_ceilings
+    from leaderboard.dispatch.report_verdict import runner_ceilings
 
     heartbeat = {"ceilings.bf16_tensor_tflops": 760.0, "ceilings.hbm_tbps": 4.2, "ceilings.nvlink_gbps_per_direction": 331.4,
                  "ceilings.made_up_tflops": 1e9, "ceilings.fp8_tensor_tflops": float("nan"), "ceilings.fp16_tensor_tflops": -1,

@@ -1,4 +1,4 @@
-"""The site recomputes every score it stores (leaderboard/dispatch/judge.py, store.py).
+"""The site recomputes every score it stores (leaderboard/dispatch/report_verdict.py, store.py).
 
 A report is the runner's claim. These tests hand the site reports as a runner would send them:
 honest ones (figures from the evaluator's own functions) are stored and ranked with the site's

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from evaluator.ptx.toolchain import find_tool
-from leaderboard.rankings import ranking_rows
+from leaderboard.ranking_maintenance import ranking_rows
 from tests.leaderboard.test_ptx_uploads import evaluate, ranked_report, site, submit, upload_evidence
 
 pytestmark = pytest.mark.skipif(find_tool("nvcc") is None or find_tool("ptxas") is None,

@@ -19,7 +19,7 @@ from rest_framework.test import APIClient
 
 from evaluator.problems import load_catalogue
 from leaderboard.models import Evaluation, GpuType, Problem, RankingEntry
-from leaderboard.rankings import ranked_versions, ranking_rows
+from leaderboard.ranking_maintenance import ranked_versions, ranking_rows
 from leaderboard.submissions import create_submission
 from leaderboard.sync import sync_problems
 from tests.leaderboard.web_helpers import SOURCE, evaluate, gpu_report, ranked

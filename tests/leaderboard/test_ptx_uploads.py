@@ -18,7 +18,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from evaluator import HARNESS_VERSION
-from evaluator.gpus import get_gpu_spec
+from evaluator.gpu_specs import get_gpu_spec
 from evaluator.problems import get_problem
 from evaluator.ptx import jailed
 from evaluator.ptx.toolchain import find_tool
@@ -35,7 +35,7 @@ from evaluator.scoring import sol_figures
 from evaluator.sol import t_sol
 from leaderboard import dispatch
 from leaderboard.models import Evaluation, Submission
-from leaderboard.rankings import ranking_rows
+from leaderboard.ranking_maintenance import ranking_rows
 from leaderboard.submissions import create_submission, source_from_upload
 from solboard_common.protocol import JobResult, gpu_queue
 from tests.runner_helpers import messages_on

@@ -25,7 +25,7 @@ from leaderboard.models import (
     ShapeResult,
     Submission,
 )
-from leaderboard.rankings import features_filter, ranking_rows, refresh_rankings_for
+from leaderboard.ranking_maintenance import features_filter, ranking_rows, refresh_rankings_for
 
 pytestmark = pytest.mark.django_db
 

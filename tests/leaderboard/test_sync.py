@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from evaluator.gpus import load_gpu_specs
+from evaluator.gpu_specs import load_gpu_specs
 from evaluator.problems import load_catalogue
 from leaderboard.models import Evaluation, GpuType, Problem, Shape, ShapeResult, Submission
 from leaderboard.sync import sync_problems

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from evaluator.gpus import get_gpu_spec
+from evaluator.gpu_specs import get_gpu_spec
 from evaluator.problems import get_problem
 from evaluator.report import (
     DeviceInfo,
@@ -28,8 +28,8 @@ from evaluator.report import (
 from evaluator.scoring import problem_score, sol_figures
 from leaderboard import dispatch
 from leaderboard.models import Evaluation, Submission
-from leaderboard.rankings import refresh_rankings_for
-from runners.protocol import JobResult, JobStarted
+from leaderboard.ranking_maintenance import refresh_rankings_for
+from solboard_common.protocol import JobResult, JobStarted
 
 RUNNER = "node-w:0"
 SOURCE = "import torch\n\ndef kernel(a, b, c):\n    torch.add(a, b, out=c)\n"

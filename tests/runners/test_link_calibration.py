@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evaluator.gpus import get_gpu_spec, with_ceilings
+from evaluator.gpu_specs import get_gpu_spec, with_ceilings
 from runners import calibration
 from runners.node import Node, NodeConfig
 from runners.slots import plan_slots

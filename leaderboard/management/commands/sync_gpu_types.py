@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluator.gpus import GpuSpecError
+from evaluator.gpu_specs import GpuSpecError
 from leaderboard.sync import sync_gpu_types
 
 

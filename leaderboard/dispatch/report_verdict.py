@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from evaluator.gpus import GpuSpec, GpuSpecError
+from evaluator.gpu_specs import GpuSpec, GpuSpecError
 from evaluator.problems import FLOP_CLASSES, CatalogueError, Counts, get_problem
 from evaluator.report import EvaluationReport, RankedTime, ShapeReport, SolFigures
 from evaluator.scoring import problem_score, ranked_time, shape_score, sol_figures, witnessed_time

@@ -38,8 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _bench beside it
 
 import torch
@@ -55,6 +54,8 @@ from evaluator.problems.fp8_quant_per_token.reference import copy_baseline as fp
 from evaluator.problems.histogram.reference import bincount_baseline as histogram_v1
 from evaluator.problems.mla_decode.reference import fp32_copies_baseline as mla_decode_v1
 from evaluator.problems.w4a16_gemm.reference import dequantise_and_matmul as w4a16_gemm_v2
+
+REPO = Path(__file__).resolve().parent.parent
 
 Baseline = Callable[..., None]
 
@@ -100,12 +101,12 @@ CHANGED: dict[str, tuple[int, Baseline]] = {
 
 
 def attention_fwd_sdpa_default(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor, LSE: torch.Tensor, *, causal: int
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, LSE: torch.Tensor, *, causal: int
 ) -> None:
     """F.scaled_dot_product_attention as dispatched by default: O only (the public op returns no
     LSE, so LSE is left as the harness poisoned it and its margin is meaningless). Timed to see
     which backend a plain call gets and how fast it is."""
-    O.copy_(torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=bool(causal)))
+    o.copy_(torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=bool(causal)))
 
 
 # --- The later problems' candidates (results/baseline_audit.md, "The later problems") -------------
@@ -227,7 +228,7 @@ def measure_shape(problem: Problem, shape: Shape, variants: dict[str, Baseline],
                 if distribution == problem.distributions[0]:
                     row["median_us"] = round(timer(_call(run, args, kwargs)), 3)
                 del inputs, outputs, args
-        except Exception as error:  # noqa: BLE001 - a variant this torch or GPU cannot run: recorded
+        except Exception as error:  # a variant this torch or GPU cannot run: recorded
             row["error"] = f"{type(error).__name__}: {error}"[:500]
         finally:
             if device == "cuda":

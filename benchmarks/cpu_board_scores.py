@@ -34,9 +34,10 @@ from evaluator.scoring import problem_score, ranked_time, shape_score
 from runners import execute
 from runners.slots import StateDir
 
-REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: false_positives beside it
 from false_positives import job_for, slot_for
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def board_score(report: EvaluationReport) -> tuple[float | None, list[dict[str, Any]]]:

@@ -34,12 +34,13 @@ import time
 from pathlib import Path
 from typing import Any, Self
 
-REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: witness_round beside it
 
 from witness_round import witness_line
 
 from evaluator.harness.telemetry import Nvml
+
+REPO = Path(__file__).resolve().parent.parent
 
 #: The stages of a ranked job in the order the judge enters them (``phase_seconds`` keys without a dot
 #: are sequential; the witness's sub-phases are inside ``witness``).

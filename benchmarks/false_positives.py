@@ -32,10 +32,11 @@ from runners import execute, identities, sandbox
 from runners.slots import Slot, StateDir
 from solboard_common.protocol import Job
 
-REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: witness_round beside it
 from native_examples import EXAMPLES as NATIVE_EXAMPLES  # every PTX/CUDA example, the Hopper ones first
 from native_examples import language_of
+
+REPO = Path(__file__).resolve().parent.parent
 
 CHEATS = ["c16_forge_near_light", "c16_patch_json_encoder", "c16_early_ready", "c16_hide_from_witness",
           "c16_witness_off_gpu", "c16_witness_pipe_inject", "c16_starve_judge_clock", "c02_finish_after_reply", "c14_host_work", "c01_side_stream",

@@ -31,8 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch
 import torch.distributed as dist
@@ -44,6 +43,8 @@ from evaluator.harness.rank import RankContext, join_group
 from evaluator.problems import Problem, Shape, get_problem
 from evaluator.problems.attention_fwd.reference import cudnn_forward as attention_fwd_cudnn
 from evaluator.problems.ring_attention_fwd.reference import flash_forward, ring
+
+REPO = Path(__file__).resolve().parent.parent
 
 RankBaseline = Callable[..., None]
 WARMUP, ITERATIONS = 3, 15
@@ -89,15 +90,15 @@ def cudnn_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[to
     return result[0], result[1].reshape(q.shape[:-1])
 
 
-def ring_with_cudnn(ctx: RankContext, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor,
+def ring_with_cudnn(ctx: RankContext, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
                     LSE: torch.Tensor) -> None:
     """The baseline's ring with cuDNN's forward per chunk (1.62-1.76x FlashAttention-2's for
     attention_fwd on one H200: benchmarks/results/baseline_audit.md)."""
-    ring(ctx, q, k, v, O, LSE, cudnn_forward)
+    ring(ctx, q, k, v, o, LSE, cudnn_forward)
 
 
 def gathered_keys_and_values(attend: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> RankBaseline:
-    def run(ctx: RankContext, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor,
+    def run(ctx: RankContext, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
             LSE: torch.Tensor) -> None:
         """Every chunk's keys and values all-gathered (one collective of 4BHSD/W bytes a rank), laid
         out as the whole sequence, then one attention call over all S keys: no merge, no overlap."""
@@ -106,7 +107,7 @@ def gathered_keys_and_values(attend: Callable[..., tuple[torch.Tensor, torch.Ten
         all_gather_into(everyone, kv, ctx.group)
         whole = everyone.permute(1, 2, 3, 0, 4, 5).reshape(2, k.shape[0], k.shape[1], -1, k.shape[3])
         out, lse = attend(q, whole[0], whole[1])
-        O.copy_(out)
+        o.copy_(out)
         LSE.copy_(lse)
     return run
 
@@ -180,7 +181,7 @@ def run_variant(ctx: RankContext, run: RankBaseline, args: tuple[torch.Tensor, .
     error = None
     try:
         run(ctx, *args)
-    except Exception as raised:  # noqa: BLE001 - a candidate this torch, GPU or backend cannot run
+    except Exception as raised:  # a candidate this torch, GPU or backend cannot run
         error = f"{type(raised).__name__}: {raised}"[:500]
     if any_rank_failed(ctx, error is not None):
         return error or "failed on another rank"

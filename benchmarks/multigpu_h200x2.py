@@ -36,11 +36,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _bench beside it
 
 from _bench import provenance as bench_provenance
+
+REPO = Path(__file__).resolve().parent.parent
 
 #: What the harness sets in every rank (evaluator/harness/multi_env.py): the measurement matches.
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -60,7 +61,7 @@ def provenance() -> dict[str, Any]:
 
         facts.update(torch=torch.__version__, cuda=torch.version.cuda,
                      nccl=".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None)
-    except Exception as error:  # noqa: BLE001 - provenance is best effort
+    except Exception as error:  # provenance is best effort
         facts["torch_error"] = str(error)
     facts["gpus"] = nvml_gpus()
     return facts
@@ -80,7 +81,7 @@ def nvml_gpus() -> list[dict[str, Any]]:
                          "driver": driver.decode() if isinstance(driver, bytes) else driver,
                          "uuid": str(pynvml.nvmlDeviceGetUUID(handle))})
         return gpus
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:
         return [{"error": str(error)}]
 
 
@@ -126,7 +127,7 @@ def part_busbw(out: Path, world_size: int) -> float | None:
         link = measure_busbw(world_size, DEVICE)
         data.update(method=link["method"], rows=link["rows"], best_busbw_gbps=link["best_busbw_gbps"])
         data["datasheet_gbps_per_direction"] = 450.0 if DEVICE == "cuda" else None
-    except Exception as error:  # noqa: BLE001 - recorded, the other parts still run
+    except Exception as error:  # recorded, the other parts still run
         data["error"] = f"{type(error).__name__}: {error}"
     data["gpus_after"] = gpus_free_after(list(range(world_size)))
     write(out / "busbw.json", data)

@@ -84,7 +84,7 @@ class Cluster:
         """A site worker or runner node that died fails the wait at once, naming its log: on the H200 a
         node whose control loop died (a Redis too old for kombu) left a benchmark waiting until its
         time limit (benchmarks/results/fast_feedback.md#h200)."""
-        for name, process in zip(self.names, self.processes):
+        for name, process in zip(self.names, self.processes, strict=True):
             if process.poll() is not None:
                 raise RuntimeError(f"{name} exited with status {process.returncode}; see {self.folder / (name + '.log')}")
 

@@ -62,7 +62,7 @@ def sm_clock_mhz() -> int | None:
         pynvml.nvmlInit()
         handle = pynvml.nvmlDeviceGetHandleByIndex(int(os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]))
         return int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
-    except Exception:  # noqa: BLE001 - a missing clock is recorded as null
+    except Exception:  # a missing clock is recorded as null
         return None
 
 
@@ -192,7 +192,7 @@ def measure_ncu(cache_control: str, ops_per_case: list[int]) -> dict[str, Any]:
                 "smsp_cycles_active_avg": _number(row.get("smsp__cycles_active.avg")),
                 "gpc_clock_hz": _number(row.get("gpc__cycles_elapsed.avg.per_second"))} for row in rows]
     per_case, index = {}, 0
-    for (label, _, _), count in zip(CASES, ops_per_case):
+    for (label, _, _), count in zip(CASES, ops_per_case, strict=False):
         mine = kernels[index:index + count]
         index += count
         per_case[label] = {"gpu_time_us": sum(k["gpu_time_us"] for k in mine), "kernels": mine}

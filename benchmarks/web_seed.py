@@ -29,14 +29,15 @@ import django
 
 django.setup()
 
-from django.contrib.auth import get_user_model
-from django.contrib.auth.hashers import make_password
-from django.db import connection
-from django.utils import timezone
+# Django's models and auth need the apps loaded: these imports follow django.setup().
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.contrib.auth.hashers import make_password  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.utils import timezone  # noqa: E402
 
-from evaluator.scoring import problem_score, sol_figures
-from evaluator.sol import t_sol
-from leaderboard.models import (
+from evaluator.scoring import problem_score, sol_figures  # noqa: E402
+from evaluator.sol import t_sol  # noqa: E402
+from leaderboard.models import (  # noqa: E402
     Evaluation,
     GpuType,
     Problem,
@@ -47,8 +48,8 @@ from leaderboard.models import (
     Submission,
     sha256_text,
 )
-from leaderboard.ranking_maintenance import meets_features
-from leaderboard.web.sol import counts_of, spec_of
+from leaderboard.ranking_maintenance import meets_features  # noqa: E402
+from leaderboard.web.sol import counts_of, spec_of  # noqa: E402
 
 GPU_KEYS = ("h100", "h200", "b200")
 BATCH = 2000

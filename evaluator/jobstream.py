@@ -20,6 +20,7 @@ Events, in the order they can appear:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -52,10 +53,8 @@ def leave(code: int) -> None:
     (docs/runners.md, fast feedback). Nothing is left to do by then: the child, the witness and the artifacts ended
     before the report was written, and the runner kills and removes whatever the job leaves."""
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             stream.flush()
-        except (OSError, ValueError):
-            pass
     os._exit(code)
 
 

@@ -11,6 +11,7 @@ SIGTERM if the supervisor itself disappears (Linux parent-death signal).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import importlib.util
 import os
@@ -151,17 +152,15 @@ def prepare(env: dict[str, str]) -> int:
 
 def _die_with_parent() -> None:
     # Runs in the child between fork and exec: PR_SET_PDEATHSIG = 1.
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
 
 
 def start(child: Child, env: dict[str, str]) -> None:
     preexec = _die_with_parent if sys.platform.startswith("linux") else None
     # The supervisor is single-threaded, so preexec_fn is safe here.
     child.process = subprocess.Popen(
-        child.argv, env=env, start_new_session=True, umask=child.umask, preexec_fn=preexec  # noqa: PLW1509
+        child.argv, env=env, start_new_session=True, umask=child.umask, preexec_fn=preexec
     )
     print(f"solboard dev: started {child.name} (pid {child.process.pid})", flush=True)
 
@@ -196,10 +195,8 @@ def stop_all(procs: list[Child], grace: float = GRACE_SECONDS) -> None:
 def _signal_group(child: Child, signum: int) -> None:
     if child.process is None:
         return
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(child.process.pid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def supervise(procs: list[Child], env: dict[str, str]) -> int:

@@ -33,6 +33,7 @@ UID and sends SIGKILL to every process of that user (``kill(-1)``).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -147,7 +148,7 @@ def become_job(config: dict[str, Any], argv: list[str], init_pid: int, error_pip
             raise JailError("init exited during setup")
         os.umask(0o077)
         os.execve(argv[0], argv, env)
-    except BaseException as error:  # noqa: BLE001 - every failure must reach init, then exit 125
+    except BaseException as error:  # every failure must reach init, then exit 125
         os.write(error_pipe, f"{error}".encode()[:4000])
     os._exit(EXIT_JAIL_FAILED)
 
@@ -195,10 +196,8 @@ def _kill_leftovers(pid_namespace: bool) -> None:
     # it would reach the whole host, so then only our children (orphans come to us, a subreaper).
     targets = [-1] if pid_namespace else _children()
     for target in targets:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(target, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def _children() -> list[int]:
@@ -300,10 +299,8 @@ def kill_uid(uid: int) -> None:
     os.setgroups([])
     os.setgid(os.getgid())
     os.setuid(uid)
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(-1, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _probe_one(name: str, user_namespace: bool) -> bool:
@@ -315,7 +312,7 @@ def _probe_one(name: str, user_namespace: bool) -> bool:
             if name in ("mount", "pid"):
                 _probe_mount(name)
             os._exit(0)
-        except BaseException:  # noqa: BLE001 - the answer is the exit status
+        except BaseException:  # the answer is the exit status
             os._exit(1)
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status) == 0
@@ -331,7 +328,7 @@ def _probe_mount(name: str) -> None:
             else:
                 mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m")
             os._exit(0)
-        except BaseException:  # noqa: BLE001
+        except BaseException:
             os._exit(1)
     if os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) != 0:
         raise JailError(f"cannot mount in a new {name} namespace")
@@ -347,7 +344,7 @@ def _probe_seccomp() -> str:
             prctl(PR_SET_NO_NEW_PRIVS, 1)
             jail_filter.load()
             os._exit(0)
-        except BaseException as error:  # noqa: BLE001 - the answer is what went wrong
+        except BaseException as error:  # the answer is what went wrong
             os.write(writer, str(error).encode()[:500])
             os._exit(1)
     os.close(writer)

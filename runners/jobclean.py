@@ -8,6 +8,7 @@ that are this worker's children are reaped (the worker is a subreaper).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -50,10 +51,8 @@ def _force_remove(function: Callable[..., object], path: str, exc_info: object) 
     # A job can leave read-only folders behind; when not root, make them writable and retry.
     parent = os.path.dirname(path)
     for target in (parent, path):
-        try:
+        with contextlib.suppress(OSError):
             os.chmod(target, 0o700)
-        except OSError:
-            pass
     try:
         function(path)
     except FileNotFoundError:

@@ -234,7 +234,7 @@ def send_provisional(ctx: execute.Context, messenger: Messenger, job: Job, repor
     message = JobProvisional(job_id=job.job_id, evaluation_id=job.evaluation_id, runner=ctx.runner, report=report)
     try:
         messenger.provisional(message)
-    except Exception:  # noqa: BLE001 - a broker hiccup costs the early answer, never the job
+    except Exception:  # a broker hiccup costs the early answer, never the job
         log.warning("provisional result of %s not sent", job.job_id)
 
 
@@ -338,7 +338,7 @@ def flush_outbox(state: StateDir, messenger: Messenger, older_than_s: float = 30
             messenger.result(JobResult.model_validate_json(path.read_text()))
         except (OSError, ValidationError):
             log.exception("outbox file %s unusable; removed", path)
-        except Exception:  # noqa: BLE001 - broker still down: try again next round
+        except Exception:  # broker still down: try again next round
             log.warning("broker unavailable; outbox kept")
             return sent
         path.unlink(missing_ok=True)

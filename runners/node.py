@@ -230,7 +230,7 @@ class Node:
                                    calibration.load(self.calibration_of(slot)))
             try:
                 self.messenger.heartbeat(beat, expires=max(30.0, 3 * interval))
-            except Exception:  # noqa: BLE001 - broker down: the next beat tries again
+            except Exception:  # broker down: the next beat tries again
                 log.warning("heartbeat not sent (broker unavailable?)")
 
     def _supervise(self, worker: WorkerProcess) -> None:

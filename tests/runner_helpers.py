@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,7 +152,7 @@ class RunnerProcess:
                 [sys.executable, "-m", "runners", "--device", "cpu", "--name", self.name,
                  "--credential-file", str(self.credential_file), "--loglevel", "INFO"],
                 cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=_die_with_the_test)  # noqa: PLW1509 - one prctl call, no locks taken
+                preexec_fn=_die_with_the_test)  # one prctl call, no locks taken
         return self
 
     def tree(self) -> list[int]:
@@ -169,10 +169,8 @@ class RunnerProcess:
     def kill_hard(self) -> None:
         """kill -9 the whole node at once: supervisor, workers, jobs."""
         for pid in self.tree():
-            try:
+            with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         if self.process is not None:
             self.process.wait(timeout=10)
 
@@ -181,10 +179,8 @@ class RunnerProcess:
             return None
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-            try:
+            with suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                pass
         self.kill_hard()  # whatever is left (nothing, when the stop was clean)
         return self.process.returncode
 

@@ -7,6 +7,7 @@ itself could not run (bad arguments, unknown problem, internal error).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -176,7 +177,6 @@ def run_job(args: argparse.Namespace, secret_seed: int | None = None, warm: Warm
 
 
 def _stream_provisional(report: EvaluationReport) -> None:
-    try:
+    # The reader may have gone away: the final report will say the same (or nothing will).
+    with contextlib.suppress(OSError):
         jobstream.emit_report("provisional", report.model_dump_json())
-    except OSError:  # the reader went away: the final report will say the same (or nothing will)
-        pass

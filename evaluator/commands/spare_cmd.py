@@ -18,6 +18,7 @@ without a job. The runner then starts another spare, or runs the job as a fresh 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import select
@@ -106,10 +107,8 @@ def run_the_job(warm: WarmStart, request: JobRequest) -> int:
 
 
 def not_ready(reason: str) -> int:
-    try:
+    with contextlib.suppress(OSError):
         jobstream.emit("not_ready", reason=reason[-4000:])
-    except OSError:
-        pass
     return jobstream.EXIT_NOT_READY
 
 

@@ -86,7 +86,7 @@ _MISSING = object()
 
 
 def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
 def standard_integrity(extra_modules: list[types.ModuleType]) -> Integrity:

@@ -131,7 +131,7 @@ class GpuTimer:
         try:
             events = list(prof.profiler.kineto_results.events())
             batch = tracing.attribute(events)
-        except Exception as error:  # noqa: BLE001 - no CUPTI: fall back to events, flagged
+        except Exception as error:  # no CUPTI: fall back to events, flagged
             self._no_cupti(f"kernel timestamps unreadable ({type(error).__name__}: {error})")
             return
         if not any(batch.calls.get(i) and batch.calls[i].ops for i in range(count)):

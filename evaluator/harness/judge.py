@@ -316,7 +316,7 @@ class Judge:
                      seed: int, distribution: str) -> dict[str, torch.Tensor]:
         """Fresh inputs into the shared buffers (the judge keeps its own copy), outputs poisoned."""
         private = self.refmod.generate_inputs(dict(ctx.axes), seed, self.device, distribution)
-        for spec, shared in zip(self.problem.inputs, inputs):
+        for spec, shared in zip(self.problem.inputs, inputs, strict=True):
             shared.copy_(private[spec.name])
         for tensor in outputs:
             corr.poison_(tensor)
@@ -350,7 +350,7 @@ class Judge:
     def take_outputs(self, outputs: list[torch.Tensor]) -> dict[str, torch.Tensor]:
         """The outputs copied out of the shared memory now, by name."""
         self.sync()
-        taken = {spec.name: tensor.clone() for spec, tensor in zip(self.problem.outputs, outputs)}
+        taken = {spec.name: tensor.clone() for spec, tensor in zip(self.problem.outputs, outputs, strict=True)}
         self.sync()
         return taken
 
@@ -360,7 +360,7 @@ class Judge:
         """Inputs untouched, then the outputs (copied out of the shared memory first, or ``taken``
         earlier) against the reference of the judge's own copy of the inputs."""
         self.sync()
-        for spec, shared in zip(self.problem.inputs, inputs):
+        for spec, shared in zip(self.problem.inputs, inputs, strict=True):
             if not torch.equal(shared, private[spec.name]):
                 return Status.REJECTED, f"the kernel modified its input {spec.name} (class 7)", {}
         got = taken if taken is not None else self.take_outputs(outputs)

@@ -258,7 +258,7 @@ class KernelTimingService:
 
     def _changed_outputs(self, outputs: list[Any], digests: dict[str, tuple[int, int, int]]) -> list[str]:
         self.judge.sync()
-        return [spec.name for spec, tensor in zip(self.judge.problem.outputs, outputs)
+        return [spec.name for spec, tensor in zip(self.judge.problem.outputs, outputs, strict=True)
                 if corr.digest(tensor) != digests[spec.name]]
 
     def _record(self, answer: dict[str, Any], baseline: TimingOutcome) -> None:

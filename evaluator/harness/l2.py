@@ -52,7 +52,7 @@ class ColdL2:
         try:
             self.reset_persisting()
             return True
-        except Exception:  # noqa: BLE001 - reported as "persisting reset unavailable"
+        except Exception:  # reported as "persisting reset unavailable"
             return False
 
     def flush(self) -> None:
@@ -81,7 +81,7 @@ class ColdL2:
         """Bytes of the current stream's access-policy window (0 where the query is refused)."""
         try:
             return int(self._window_value().accessPolicyWindow.num_bytes)
-        except Exception:  # noqa: BLE001 - e.g. the legacy default stream refuses the query
+        except Exception:  # e.g. the legacy default stream refuses the query
             return 0
 
     def persisting_in_use(self) -> str | None:

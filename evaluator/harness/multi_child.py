@@ -172,7 +172,7 @@ class RankChild:
         try:
             returned = self.kernel(*inputs, *outputs)
             self.sync()
-        except Exception as error:  # noqa: BLE001 - the submission's error, reported as such
+        except Exception as error:  # the submission's error, reported as such
             self.send({"type": "called", "error": f"the kernel raised {type(error).__name__}: {error}"})
             return
         problem = self.activity.problems(native=False) or self.environment.problem("a call")
@@ -182,7 +182,7 @@ class RankChild:
         self.send({"type": "called", "problem": problem, "problem_status": status, "note": note})
 
     def _changed_outputs(self, outputs: list[torch.Tensor], ids: list[Any]) -> tuple[Status | None, str | None]:
-        for spec, tensor, expected in zip(self.problem.outputs, outputs, ids):
+        for spec, tensor, expected in zip(self.problem.outputs, outputs, ids, strict=True):
             bad = check_identity(spec.name, tensor, expected)
             if bad:
                 return bad

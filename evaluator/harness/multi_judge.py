@@ -237,7 +237,7 @@ class MultiJudge:
         global_inputs = self.refmod.generate_inputs(axes, seed, self.judge_device(), distribution)
         for rank, rank_buffers in enumerate(buffers):
             mine = self.refmod.rank_inputs(global_inputs, axes, rank)
-            for spec, shared in zip(self.problem.inputs, rank_buffers.inputs):
+            for spec, shared in zip(self.problem.inputs, rank_buffers.inputs, strict=True):
                 shared.copy_(mine[spec.name])
             for tensor in rank_buffers.outputs:
                 corr.poison_(tensor)
@@ -251,7 +251,7 @@ class MultiJudge:
         self.sync()
         for rank, rank_buffers in enumerate(buffers):
             mine = self.refmod.rank_inputs(global_inputs, axes, rank)
-            for spec, shared in zip(self.problem.inputs, rank_buffers.inputs):
+            for spec, shared in zip(self.problem.inputs, rank_buffers.inputs, strict=True):
                 if not torch.equal(shared, mine[spec.name].to(shared.device)):
                     return Status.REJECTED, f"rank {rank}: the kernel modified its input {spec.name} (class 7)", {}
         references = dict(self.refmod.reference(global_inputs, axes))
@@ -270,7 +270,7 @@ class MultiJudge:
                       references: dict[str, torch.Tensor]) -> dict[str, Any]:
         expected = self.refmod.rank_outputs(references, axes, rank)
         got = {spec.name: tensor.to(self.judge_device(), copy=True)
-               for spec, tensor in zip(self.problem.outputs, buffers.outputs)}
+               for spec, tensor in zip(self.problem.outputs, buffers.outputs, strict=True)}
         self.sync()
         try:
             return {name: corr.compare(name, got[name], expected[name], self.problem.tolerance_for(name))

@@ -85,7 +85,7 @@ def parse_raw_csv(text: str) -> list[KernelProfile]:
     for values in rows[header_index + 1:]:
         if len(values) != len(header) or values == header:
             continue
-        row = dict(zip(header, values))
+        row = dict(zip(header, values, strict=True))
         if _number(row.get("ID", "")) is None and "ID" in row:
             units = row
             continue

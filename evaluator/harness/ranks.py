@@ -61,7 +61,7 @@ class RankGroup:
         return len(self.children)
 
     def spawn(self, start_limit_s: float, configs: list[dict[str, Any]]) -> None:
-        for child, config in zip(self.children, configs):
+        for child, config in zip(self.children, configs, strict=True):
             child.spawn(start_limit_s)
             child.send(config)
 

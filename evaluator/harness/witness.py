@@ -29,6 +29,7 @@ gives (recorded in benchmarks/results/witness.md).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import secrets
@@ -391,15 +392,11 @@ class NcuSession:
         finished: str | None = getattr(self, "_finished", None)
         if finished is not None:
             return finished
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=wait_s)
-        except subprocess.TimeoutExpired:
-            pass
         self.returncode = self.process.poll()
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         self.process.wait()
         # Whatever still holds ncu's output pipe (a daemon the witness process left) dies before EOF.
         process_tree.sweep(os.getpid(), keep=set())

@@ -27,7 +27,7 @@ MAX_EXPONENT = 64
 
 def _compare(node: ast.Compare, walk: Callable[[ast.AST], Any]) -> bool:
     left = walk(node.left)
-    for op, right_node in zip(node.ops, node.comparators):
+    for op, right_node in zip(node.ops, node.comparators, strict=True):
         if type(op) not in _COMPARE:
             raise ValueError("unsupported comparison")
         right = walk(right_node)

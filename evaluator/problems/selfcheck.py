@@ -68,7 +68,7 @@ def _independent_margins(problem: Problem, module: Any, inputs: dict[str, torch.
     independent float64 formulation, rounded to each output's dtype (docs/importing.md)."""
     try:
         wide = module.independent_reference(inputs, axes)
-    except Exception:  # noqa: BLE001 - a reference that refuses float64 inputs has no second formulation
+    except Exception:  # a reference that refuses float64 inputs has no second formulation
         return {}
     rounded = {spec.name: wide[spec.name].reshape(outputs[spec.name].shape).to(getattr(torch, spec.dtype))
                for spec in problem.outputs}

@@ -14,6 +14,7 @@ check (``includes.py``) is then what keeps host files out of the compile.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -183,10 +184,8 @@ def _run(argv: list[str], folder: WorkFolder, env: dict[str, str], wall_seconds:
 
 
 def _kill_group(pgid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 @cache

@@ -106,7 +106,10 @@ def from_problem(problem: Any) -> NativeAbiInput:
     """The input of a catalogue ``evaluator.problems.Problem``."""
     ptx = dict(problem.ptx or {})
     required = ptx.pop("required_features", {})
-    tensor = lambda t: {"name": t.name, "shape": list(t.shape), "dtype": t.dtype}
+
+    def tensor(t: Any) -> dict[str, Any]:
+        return {"name": t.name, "shape": list(t.shape), "dtype": t.dtype}
+
     return NativeAbiInput(
         name=problem.name, kind=problem.kind, axes=list(problem.axes),
         inputs=[tensor(t) for t in problem.inputs], outputs=[tensor(t) for t in problem.outputs],

@@ -237,7 +237,10 @@ def _tensormap_param(raw: dict[str, Any], tensor: str, where: str) -> ParamSpec:
 
 def spec_summary(spec: LaunchSpec) -> dict[str, Any]:
     """A JSON-able echo of the parsed spec (expressions as text)."""
-    text = lambda e: e if isinstance(e, int) else ast.unparse(e)
+
+    def text(e: Any) -> Any:
+        return e if isinstance(e, int) else ast.unparse(e)
+
     return {
         "entry": spec.entry,
         "grid": [text(e) for e in spec.grid],

@@ -21,6 +21,7 @@ never read.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import ipaddress
 import socket
@@ -178,7 +179,5 @@ def _cut(connection: http.client.HTTPConnection, cut: threading.Event) -> None:
     cut.set()
     sock = connection.sock
     if sock is not None:
-        try:
+        with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass

@@ -195,7 +195,7 @@ def send_rebuild(plan: Plan, version: str) -> None:
         return
     try:
         celery_app().send_task(REBUILD_TASK, args=[page_message(plan)])
-    except Exception:  # noqa: BLE001  (kombu's connection errors vary by transport)
+    except Exception:  # kombu's connection errors vary by transport
         _log.warning("could not queue the rebuild of %s for the site worker; building it here", plan.key,
                      exc_info=True)
         rebuild_here(plan, version)

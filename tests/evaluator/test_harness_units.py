@@ -16,12 +16,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from evaluator.harness import anticheat, channel, correctness, stats, trace
-from evaluator.harness.outcome import ShapeResult
-from evaluator.harness.request import EvaluationRequest
-from evaluator.problems import OutputTolerance
-from evaluator.report import Status, Witness
-from tests.harness_helpers import timed_result
+# The harness modules import torch: they come after the skip.
+from evaluator.harness import anticheat, channel, correctness, stats, trace  # noqa: E402
+from evaluator.harness.outcome import ShapeResult  # noqa: E402
+from evaluator.harness.request import EvaluationRequest  # noqa: E402
+from evaluator.problems import OutputTolerance  # noqa: E402
+from evaluator.report import Status, Witness  # noqa: E402
+from tests.harness_helpers import timed_result  # noqa: E402
 
 # ---------------------------------------------------------------- statistics
 

@@ -68,4 +68,4 @@ def test_the_dispatcher_knows_every_client_subcommand() -> None:
     from leaderboard.cli import CLIENT_COMMANDS
     from solboard_client.main import COMMANDS
 
-    assert CLIENT_COMMANDS == set(COMMANDS)
+    assert set(COMMANDS) == CLIENT_COMMANDS

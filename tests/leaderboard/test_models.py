@@ -120,7 +120,7 @@ def test_it_keeps_one_ranking_row_per_user_in_each_track(evaluation: Evaluation)
 
 
 def test_the_transition_map_lets_nothing_leave_a_terminal_status() -> None:
-    assert TERMINAL_STATUSES == {S.PASSED, S.FAILED, S.ERROR, S.TIMEOUT, S.REJECTED, S.CANCELLED}
+    assert {S.PASSED, S.FAILED, S.ERROR, S.TIMEOUT, S.REJECTED, S.CANCELLED} == TERMINAL_STATUSES
     assert not any(status in ALLOWED_TRANSITIONS for status in TERMINAL_STATUSES)
 
 

@@ -49,13 +49,13 @@ def flash_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[to
     return result[0], result[1]
 
 
-def baseline(ctx: RankContext, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor,
+def baseline(ctx: RankContext, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
              LSE: torch.Tensor) -> None:
     """Ring attention with SDPA's flash forward per chunk (``ring``)."""
-    ring(ctx, q, k, v, O, LSE, flash_forward)
+    ring(ctx, q, k, v, o, LSE, flash_forward)
 
 
-def ring(ctx: RankContext, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor, LSE: torch.Tensor,
+def ring(ctx: RankContext, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, LSE: torch.Tensor,
          attend: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]) -> None:
     """Ring attention: W steps; at each, ``attend`` (O bf16, LSE fp32 of q against one chunk) to the
     key/value chunk held now while the next one arrives from the previous rank, and merge the
@@ -63,7 +63,7 @@ def ring(ctx: RankContext, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O:
     other ``attend`` functions)."""
     ahead, behind = (ctx.rank + 1) % ctx.world_size, (ctx.rank - 1) % ctx.world_size
     kv = torch.stack([k, v])
-    out = torch.zeros(O.shape, dtype=torch.float32, device=O.device)
+    out = torch.zeros(o.shape, dtype=torch.float32, device=o.device)
     lse = torch.full(LSE.shape, float("-inf"), dtype=torch.float32, device=LSE.device)
     for step in range(ctx.world_size):
         pending = []
@@ -79,5 +79,5 @@ def ring(ctx: RankContext, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O:
             request.wait()
         if pending:
             kv = arriving
-    O.copy_(out)
+    o.copy_(out)
     LSE.copy_(lse)

@@ -59,7 +59,9 @@ def provenance() -> dict[str, Any]:
     }
 
 
-def run(problem: str, shape_id: str, mode: Literal["test", "ranked"] = "ranked", profile: bool = False) -> Any:
+def run(
+    problem: str, shape_id: str, mode: Literal["test", "ranked"] = "ranked", profile: bool = False
+) -> Any:
     request = EvaluationRequest(
         problem=problem, file=GOOD[problem], device="cuda", mode=mode, shape_ids=(shape_id,), profile=profile
     )

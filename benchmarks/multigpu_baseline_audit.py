@@ -114,17 +114,27 @@ def gathered_keys_and_values(attend: Callable[..., tuple[torch.Tensor, torch.Ten
 
 CANDIDATES: dict[str, list[Candidate]] = {
     "vocab_parallel_logprob": [
-        Candidate("local_logsumexp_one_all_gather", logprob_local_logsumexp_one_all_gather,
-                  "not measured yet: fewer collectives (1 against 3) should matter at T = 1k, where each "
-                  "all-reduce's latency is a large part of the call", cuda_only=False),
+        Candidate(
+            "local_logsumexp_one_all_gather",
+            logprob_local_logsumexp_one_all_gather,
+            "not measured yet: fewer collectives (1 against 3) should matter at T = 1k, where each "
+            "all-reduce's latency is a large part of the call",
+            cuda_only=False,
+        ),
     ],
     "ring_attention_fwd": [
         Candidate("ring_cudnn", ring_with_cudnn, "not measured yet: cuDNN's forward won on one GPU"),
-        Candidate("all_gathered_kv_flash", gathered_keys_and_values(flash_forward),
-                  "not measured yet: no overlap of the transfer with the attention, but one call and no merge",
-                  cuda_only=False),
-        Candidate("all_gathered_kv_cudnn", gathered_keys_and_values(cudnn_forward),
-                  "not measured yet: as all_gathered_kv_flash, through cuDNN"),
+        Candidate(
+            "all_gathered_kv_flash",
+            gathered_keys_and_values(flash_forward),
+            "not measured yet: no overlap of the transfer with the attention, but one call and no merge",
+            cuda_only=False,
+        ),
+        Candidate(
+            "all_gathered_kv_cudnn",
+            gathered_keys_and_values(cudnn_forward),
+            "not measured yet: as all_gathered_kv_flash, through cuDNN",
+        ),
     ],
 }
 
@@ -194,8 +204,17 @@ def measure_shape(ctx: RankContext, problem: Problem, shape: Shape, variants: di
     and shared by the variants (the reference at 64k tokens takes seconds)."""
     module = problem.reference_module()
     axes = problem.axes_at(shape.axes, ctx.world_size)
-    rows: dict[str, dict[str, Any]] = {variant: {"problem": problem.name, "version": problem.version, "shape": shape.shape_id,
-                      "world_size": ctx.world_size, "variant": variant, "margins": {}} for variant in variants}
+    rows: dict[str, dict[str, Any]] = {
+        variant: {
+            "problem": problem.name,
+            "version": problem.version,
+            "shape": shape.shape_id,
+            "world_size": ctx.world_size,
+            "variant": variant,
+            "margins": {},
+        }
+        for variant in variants
+    }
     for distribution in problem.distributions:
         global_inputs = module.generate_inputs(axes, 1, ctx.device, distribution)
         expected = module.rank_outputs(module.reference(global_inputs, axes), axes, ctx.rank)
@@ -239,9 +258,13 @@ def rank_main(rank: int, world_size: int, device: str, store_path: str, names: l
 def write_result(rows: list[dict[str, Any]], device: str, out: str | None) -> None:
     result = {
         "provenance": provenance(device),
-        "timer": "CUDA events, the slowest rank, median" if device == "cuda" else "none (CPU: correctness only)",
-        "candidates": {name: [{"name": c.name, "why_not": c.why_not} for c in items]
-                       for name, items in CANDIDATES.items()},
+        "timer": "CUDA events, the slowest rank, median"
+        if device == "cuda"
+        else "none (CPU: correctness only)",
+        "candidates": {
+            name: [{"name": c.name, "why_not": c.why_not} for c in items]
+            for name, items in CANDIDATES.items()
+        },
         "rows": rows,
     }
     if out:
@@ -251,16 +274,27 @@ def write_result(rows: list[dict[str, Any]], device: str, out: str | None) -> No
 
 def failed_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The current baselines that erred or missed their tolerance (candidates may: they are recorded)."""
-    return [row for row in rows if row["variant"] == "current" and (
-        "error" in row or any(o["matched"] < o["required"] for d in row["margins"].values() for o in d.values()))]
+    return [
+        row
+        for row in rows
+        if row["variant"] == "current"
+        and (
+            "error" in row
+            or any(o["matched"] < o["required"] for d in row["margins"].values() for o in d.values())
+        )
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cuda", "cpu"])
+    parser.add_argument(
+        "--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cuda", "cpu"]
+    )
     parser.add_argument("--problems", default=",".join(DEFAULT_PROBLEMS))
     parser.add_argument("--world-size", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="quick shapes on GPUs (the CPU always takes its own)")
+    parser.add_argument(
+        "--quick", action="store_true", help="quick shapes on GPUs (the CPU always takes its own)"
+    )
     parser.add_argument("--out", type=Path, required=True, help="JSON file")
     args = parser.parse_args(argv)
     if args.device == "cuda" and torch.cuda.device_count() < args.world_size:

@@ -42,8 +42,13 @@ PRIVATE_UMASK, RUNNER_UMASK = 0o077, 0o022
 # runner_credentials dev: the local runner signs its messages with a credential issued here (0600 in var/).
 # prepare_broker last: the embedded broker's tables and queue rows exist before two children race to
 # create them (its docstring says how that race ended `make run`).
-PREPARE_STEPS = (["migrate", "--noinput"], ["sync_gpu_types"], ["sync_problems"], ["runner_credentials", "dev"],
-                 ["prepare_broker"])
+PREPARE_STEPS = (
+    ["migrate", "--noinput"],
+    ["sync_gpu_types"],
+    ["sync_problems"],
+    ["runner_credentials", "dev"],
+    ["prepare_broker"],
+)
 
 
 @dataclass
@@ -102,8 +107,19 @@ def web_server(host: str, port: int) -> list[str]:
     """The ASGI app under uvicorn, as in production: API long-polls and event streams wait on the
     event loop instead of each holding a thread (docs/api.md). Open event streams are cut after a
     short grace period on SIGTERM; clients reconnect."""
-    return [sys.executable, "-m", "uvicorn", "leaderboard.asgi:application", "--host", host, "--port", str(port),
-            "--timeout-graceful-shutdown", "5", "--no-access-log"]
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "leaderboard.asgi:application",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--timeout-graceful-shutdown",
+        "5",
+        "--no-access-log",
+    ]
 
 
 def children(args: argparse.Namespace) -> list[Child]:
@@ -117,7 +133,9 @@ def children(args: argparse.Namespace) -> list[Child]:
     if args.no_runner:
         return procs
     if importlib.util.find_spec("runners.cli") is None:
-        print("solboard dev: no runner node in this tree (runners/cli.py); web and site worker only", flush=True)
+        print(
+            "solboard dev: no runner node in this tree (runners/cli.py); web and site worker only", flush=True
+        )
         return procs
     procs.append(Child("runner", solboard("runner", "--device", args.device), umask=RUNNER_UMASK))
     return procs
@@ -130,7 +148,9 @@ def prepare_var(env: dict[str, str]) -> None:
     make_private_dir(var)
     changed = tighten_var(var)
     if changed:
-        print(f"solboard dev: {len(changed)} path(s) in {var} were readable by others; now private", flush=True)
+        print(
+            f"solboard dev: {len(changed)} path(s) in {var} were readable by others; now private", flush=True
+        )
     urls = (env.get("DATABASE_URL") or f"sqlite:///{var / 'db.sqlite3'}", env["CELERY_BROKER_URL"],
             env.get("CELERY_RESULT_BACKEND") or default_result_backend())
     for path in (sqlite_path_of(url) for url in urls):

@@ -191,12 +191,20 @@ def run(job: Job, ctx: Context, cancel_reason: Callable[[], str | None], spare: 
             inputs = write_inputs(job, root, ctx, user)
             running = sandbox.start(
                 sandbox.Spec(
-                    argv=evaluator_argv(job, ctx, inputs), env=job_env(ctx, root, marker),
-                    limits=limits_for(job, ctx.slot), user=user, hide=hidden_state(ctx),
+                    argv=evaluator_argv(job, ctx, inputs),
+                    env=job_env(ctx, root, marker),
+                    limits=limits_for(job, ctx.slot),
+                    user=user,
+                    hide=hidden_state(ctx),
                     on_start=lambda pid: ctx.state.write_slot(
-                        ctx.slot.key, job_id=job.job_id, evaluation_id=job.evaluation_id, pgid=pid, marker=marker
+                        ctx.slot.key,
+                        job_id=job.job_id,
+                        evaluation_id=job.evaluation_id,
+                        pgid=pid,
+                        marker=marker,
                     ),
-                    watch=gpu_memory_watch(job, ctx.slot), slot=ctx.slot.key,
+                    watch=gpu_memory_watch(job, ctx.slot),
+                    slot=ctx.slot.key,
                 ),
                 root,
             )
@@ -246,7 +254,9 @@ def spare_not_ready(result: sandbox.Result) -> bool:
             and jobstream.last_event(result.stdout, "report") is None)
 
 
-def _event_lines(job: Job, timeline: Timeline, on_provisional: OnProvisional | None) -> Callable[[bytes], None]:
+def _event_lines(
+    job: Job, timeline: Timeline, on_provisional: OnProvisional | None
+) -> Callable[[bytes], None]:
     """A stdout line handler: notes when each event came (``timeline``) and hands each provisional
     report (for this job, with the runner's phases so far) to ``on_provisional``."""
 
@@ -320,14 +330,20 @@ def to_job_result(job: Job, ctx: Context, result: sandbox.Result, cancel_reason:
     stderr = result.stderr.decode("utf-8", "replace")
     if result.cancelled:
         if cancel_reason == SHUTDOWN_REASON:
-            return job_result(job, ctx, "runner_error", "released: the runner shut down during the job", stderr)
+            return job_result(
+                job, ctx, "runner_error", "released: the runner shut down during the job", stderr
+            )
         return job_result(job, ctx, "cancelled", f"cancelled: {cancel_reason}", stderr)
     if result.timed_out:
-        message = (f"the job ran past the runner's wall limit of {limits_for(job, ctx.slot).wall_seconds:g} s; "
-                   "its process group and its user's processes were killed")
+        message = (
+            f"the job ran past the runner's wall limit of {limits_for(job, ctx.slot).wall_seconds:g} s; "
+            "its process group and its user's processes were killed"
+        )
         return job_result(job, ctx, "timeout", message, stderr)
     if result.jail_failed:
-        return job_result(job, ctx, "sandbox_error", f"the sandbox refused to start: {stderr.strip()[-2000:]}", stderr)
+        return job_result(
+            job, ctx, "sandbox_error", f"the sandbox refused to start: {stderr.strip()[-2000:]}", stderr
+        )
     failure = jobpolicy.job_failure(result)
     if failure is not None and jobstream.last_event(result.stdout, "report") is None:
         return job_result(job, ctx, "job_failed", f"{failure}: the submission's failure", stderr)
@@ -369,7 +385,10 @@ def _parse_report(job: Job, result: sandbox.Result) -> tuple[EvaluationReport | 
     try:
         report = EvaluationReport.model_validate(event["report"])
     except ValidationError as error:
-        return None, f"the evaluator printed no valid report ({error.error_count()} errors); stderr tail:\n{tail}"
+        return (
+            None,
+            f"the evaluator printed no valid report ({error.error_count()} errors); stderr tail:\n{tail}",
+        )
     if (report.problem, report.mode, report.language) != (job.problem, job.mode, job.language):
         return None, f"the report is for {report.problem}/{report.mode}/{report.language}, not this job"
     return report, ""

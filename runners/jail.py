@@ -5,18 +5,18 @@ it imports nothing from the project or site-packages. Three processes, each sing
 
     runner ── outer ── init (PID 1 of the job's pid namespace) ── job (execve of ARGV)
 
-1. outer: joins the job's cgroup (made by the runner), unshares the requested namespaces (network, mount, pid, IPC; plus a user namespace
-   mapping the runner's own uid when the runner is not root), brings loopback up, forks init,
-   waits for it and exits with its status. A new pid namespace only applies to children, hence
-   the fork.
-2. init: builds the job's view of the file system (``jail_view.build_view``), caps SysV
-   shared memory, joins a fresh session keyring, forks the job, writes the facts of what it did to the runner's facts pipe,
-   then reaps every process until the job exits and kills whatever the job left (as PID 1, its
-   exit would kill them anyway). It is a subreaper too, for when there is no pid namespace.
-3. job: resource limits, the job's uids (``jail_ids``: the judge's, with the untrusted
-   processes' uid to take as its effective one), no new privileges, the seccomp filter
-   (``jail_filter``), parent-death signal, umask, ``execve``. A failure here goes back to init on a close-on-exec pipe, so "the job started"
-   is a fact the job itself cannot forge.
+1. outer: joins the job's cgroup (made by the runner), unshares the requested namespaces (network, mount, pid,
+   IPC; plus a user namespace mapping the runner's own uid when the runner is not root), brings loopback up,
+   forks init, waits for it and exits with its status. A new pid namespace only applies to children, hence the
+   fork.
+2. init: builds the job's view of the file system (``jail_view.build_view``), caps SysV shared memory, joins a
+   fresh session keyring, forks the job, writes the facts of what it did to the runner's facts pipe, then
+   reaps every process until the job exits and kills whatever the job left (as PID 1, its exit would kill them
+   anyway). It is a subreaper too, for when there is no pid namespace.
+3. job: resource limits, the job's uids (``jail_ids``: the judge's, with the untrusted processes' uid to take
+   as its effective one), no new privileges, the seccomp filter (``jail_filter``), parent-death signal, umask,
+   ``execve``. A failure here goes back to init on a close-on-exec pipe, so "the job started" is a fact the
+   job itself cannot forge.
 
 Why a trampoline rather than ``preexec_fn``: Popen's ``user=`` drops privileges *before*
 ``preexec_fn`` runs (so unshare would fail), and ``preexec_fn`` is unsafe in a threaded parent.
@@ -137,7 +137,9 @@ def become_job(config: dict[str, Any], argv: list[str], init_pid: int, error_pip
         env = dict(os.environ)
         child_uid = config.get("child_uid")
         if config.get("uid") is not None:
-            jail_ids.become(int(config["uid"]), int(config["gid"]), None if child_uid is None else int(child_uid))
+            jail_ids.become(
+                int(config["uid"]), int(config["gid"]), None if child_uid is None else int(child_uid)
+            )
             if child_uid is not None:
                 env[jail_ids.CHILD_UID_VARIABLE] = str(child_uid)
         prctl(PR_SET_NO_NEW_PRIVS, 1)  # no setuid binary gives back what was dropped

@@ -89,6 +89,8 @@ def kill_user(user: JobUser, rounds: int = 5, killed: set[int] | None = None) ->
         if killed is not None:
             killed.update(pids)
         for uid in user.uids:
-            subprocess.run([sys.executable, "-I", "-S", str(JAIL), "--kill-uid", str(uid)], check=False, timeout=30)
+            subprocess.run(
+                [sys.executable, "-I", "-S", str(JAIL), "--kill-uid", str(uid)], check=False, timeout=30
+            )
         time.sleep(0.05)
     return most

@@ -128,10 +128,18 @@ def handle_job(payload: dict[str, Any], messenger: Messenger) -> None:
         return
     reason = ctx.state.cancel_reason(job.job_id)
     if reason is not None:
-        deliver(ctx, messenger, execute.job_result(job, ctx, "cancelled", f"cancelled before it started: {reason}"))
+        deliver(
+            ctx,
+            messenger,
+            execute.job_result(job, ctx, "cancelled", f"cancelled before it started: {reason}"),
+        )
         return
     if ctx.state.shutting_down():  # not started, so no attempt is counted for it
-        deliver(ctx, messenger, execute.job_result(job, ctx, "runner_error", "released: the runner is shutting down"))
+        deliver(
+            ctx,
+            messenger,
+            execute.job_result(job, ctx, "runner_error", "released: the runner is shutting down"),
+        )
         return
     mismatch = catalogue_mismatch(job)
     if mismatch:  # nothing started: the site hands the job on (bounded) or ends it with this message
@@ -179,9 +187,13 @@ def _run_locked(job: Job, ctx: execute.Context, messenger: Messenger, spare: Spa
             spare = None
         if holders:
             mark_unhealthy(ctx, f"GPU(s) {ctx.slot.cuda_visible_devices} still held by pid(s) {holders}")
-            return execute.job_result(job, ctx, "runner_error", f"GPU still held by pid(s) {holders}; job released")
+            return execute.job_result(
+                job, ctx, "runner_error", f"GPU still held by pid(s) {holders}; job released"
+            )
         spare = _warmed_for_job(spare)
-        ctx.state.write_slot(ctx.slot.key, job_id=job.job_id, evaluation_id=job.evaluation_id, since=time.time())
+        ctx.state.write_slot(
+            ctx.slot.key, job_id=job.job_id, evaluation_id=job.evaluation_id, since=time.time()
+        )
         messenger.started(JobStarted(job_id=job.job_id, evaluation_id=job.evaluation_id, runner=ctx.runner,
                                      started_at=now_iso()))
     except BaseException:
@@ -231,7 +243,9 @@ def _clear_the_way(ctx: execute.Context, spare: Spare | None) -> list[int]:
 
 def send_provisional(ctx: execute.Context, messenger: Messenger, job: Job, report: EvaluationReport) -> None:
     """Best effort: the final result follows whatever happens to this one (it is not in the outbox)."""
-    message = JobProvisional(job_id=job.job_id, evaluation_id=job.evaluation_id, runner=ctx.runner, report=report)
+    message = JobProvisional(
+        job_id=job.job_id, evaluation_id=job.evaluation_id, runner=ctx.runner, report=report
+    )
     try:
         messenger.provisional(message)
     except Exception:  # a broker hiccup costs the early answer, never the job
@@ -276,14 +290,20 @@ def _kill_job_users(ctx: execute.Context, spare: Spare | None) -> None:
         procs.kill_uids_except(set(ctx.users.uids()) - kept, keep)
 
 
-def wait_gpus_free(ctx: execute.Context, spare: Spare | None = None, wait_s: float = GPU_FREE_WAIT_S) -> list[int]:
+def wait_gpus_free(
+    ctx: execute.Context, spare: Spare | None = None, wait_s: float = GPU_FREE_WAIT_S
+) -> list[int]:
     """Pids holding the slot's GPUs (none but the slot's own spare may), after up to ``wait_s``
     of killing the job user's other processes."""
     deadline = time.monotonic() + wait_s
     pause = FIRST_GPU_POLL_S
     while True:
         keep = spare.tree() if spare is not None else set()
-        holders = [pid for pid in nvml_probe.processes_on(ctx.slot.gpu_indices) if pid != os.getpid() and pid not in keep]
+        holders = [
+            pid
+            for pid in nvml_probe.processes_on(ctx.slot.gpu_indices)
+            if pid != os.getpid() and pid not in keep
+        ]
         if not holders or time.monotonic() >= deadline:
             return holders
         if _keeper is not None:  # a staged spare must hold nothing there: it goes
@@ -299,7 +319,9 @@ def wait_gpus_free(ctx: execute.Context, spare: Spare | None = None, wait_s: flo
 def mark_unhealthy(ctx: execute.Context, problem: str) -> None:
     global STOP_AFTER_TASK
     log.error("slot %s unhealthy: %s", ctx.slot.key, problem)
-    write_json(health_file(ctx.state, ctx.slot.key), {"healthy": False, "problem": problem, "at": time.time()})
+    write_json(
+        health_file(ctx.state, ctx.slot.key), {"healthy": False, "problem": problem, "at": time.time()}
+    )
     STOP_AFTER_TASK = True
 
 
@@ -346,7 +368,9 @@ def flush_outbox(state: StateDir, messenger: Messenger, older_than_s: float = 30
     return sent
 
 
-def _reject_malformed(payload: Any, ctx: execute.Context, messenger: Messenger, error: ValidationError) -> None:
+def _reject_malformed(
+    payload: Any, ctx: execute.Context, messenger: Messenger, error: ValidationError
+) -> None:
     log.error("malformed job: %s", error)
     if not isinstance(payload, dict) or not isinstance(payload.get("evaluation_id"), int):
         return  # nothing to report it against: dropped (acked) rather than redelivered forever
@@ -367,8 +391,13 @@ def report_crash(payload: Any, messenger: Messenger, error: Exception) -> None:
     except Exception:
         log.exception("no runner context")
         runner = f"{os.environ.get('SOLBOARD_RUNNER_NODE', 'unknown')}:unknown"
-    result = JobResult(job_id=str(payload.get("job_id", "")), evaluation_id=payload["evaluation_id"], runner=runner,
-                       outcome="runner_error", message=f"runner failure: {type(error).__name__}: {error}"[:2000])
+    result = JobResult(
+        job_id=str(payload.get("job_id", "")),
+        evaluation_id=payload["evaluation_id"],
+        runner=runner,
+        outcome="runner_error",
+        message=f"runner failure: {type(error).__name__}: {error}"[:2000],
+    )
     try:
         messenger.result(result)
     except Exception:

@@ -93,7 +93,9 @@ def memory_of(indices: tuple[int, ...]) -> int:
     """Total memory of these GPUs in bytes (0 without NVML)."""
     try:
         with nvml() as lib:
-            return sum(int(lib.nvmlDeviceGetMemoryInfo(lib.nvmlDeviceGetHandleByIndex(i)).total) for i in indices)
+            return sum(
+                int(lib.nvmlDeviceGetMemoryInfo(lib.nvmlDeviceGetHandleByIndex(i)).total) for i in indices
+            )
     except NvmlUnavailable:
         return 0
 

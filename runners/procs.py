@@ -98,7 +98,9 @@ def state(pid: int) -> str | None:
 
 
 def children(pid: int) -> list[int]:
-    return [other for other in _pids() if (fields := _stat_fields(other)) is not None and int(fields[1]) == pid]
+    return [
+        other for other in _pids() if (fields := _stat_fields(other)) is not None and int(fields[1]) == pid
+    ]
 
 
 def namespace_pid(pid: int) -> int | None:

@@ -154,14 +154,24 @@ class Spare:
         argv = [sys.executable, "-m", "evaluator", "serve-spare", "--device", ctx.slot.device,
                 "--idle-limit", f"{SPARE_IDLE_LIMIT_S:g}", "--start-limit", f"{SPARE_START_LIMIT_S:g}"]
         try:
-            running = sandbox.start(sandbox.Spec(argv=argv, env=execute.job_env(ctx, scratch.path, marker),
-                                                 limits=limits, user=user, hide=execute.hidden_state(ctx),
-                                                 slot=ctx.slot.key, nice=STAGING_NICE if user is not None else 0),
-                                    scratch.path)
+            running = sandbox.start(
+                sandbox.Spec(
+                    argv=argv,
+                    env=execute.job_env(ctx, scratch.path, marker),
+                    limits=limits,
+                    user=user,
+                    hide=execute.hidden_state(ctx),
+                    slot=ctx.slot.key,
+                    nice=STAGING_NICE if user is not None else 0,
+                ),
+                scratch.path,
+            )
         except BaseException:
             scratch.__exit__()
             raise
-        return cls(ctx.slot.key, ctx.slot.gpu_indices, scratch, running, marker, limits, time.monotonic(), user=user)
+        return cls(
+            ctx.slot.key, ctx.slot.gpu_indices, scratch, running, marker, limits, time.monotonic(), user=user
+        )
 
     @property
     def staged(self) -> bool:
@@ -216,7 +226,9 @@ class Spare:
         """Tell the staged spare to make its contexts: only when no job runs on its GPUs (``locks``
         are the slot's GPU locks, held until it is ready; empty when the caller holds them)."""
         if not self.staged or self.warm_sent_at is not None:
-            raise sandbox.SandboxError(f"this spare cannot warm up: {self.problem or 'not staged, or warming'}")
+            raise sandbox.SandboxError(
+                f"this spare cannot warm up: {self.problem or 'not staged, or warming'}"
+            )
         self.locks, self.warmed_by_job = locks, by_job
         self.warm_sent_at = time.monotonic()
         procs.renice(self.tree(), 0)  # its contexts, and then its job, at the job's priority

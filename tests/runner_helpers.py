@@ -74,10 +74,20 @@ def isolated_broker(folder: Path, redis_db: int) -> str:
 def make_job(evaluation_id: int, source: str = EXAMPLE_VECTOR_ADD, mode: str = "test",
              limits: JobLimits | None = None, job_id: str | None = None, problem: str = "vector_add",
              gpu_count: int = 1) -> Job:
-    return Job(job_id=job_id or f"job-{evaluation_id}-{os.urandom(3).hex()}", evaluation_id=evaluation_id,
-               problem=problem, problem_version=get_problem(problem).version, language="python", source=source,
-               source_sha256=hashlib.sha256(source.encode()).hexdigest(), mode=mode,  # type: ignore[arg-type]
-               seed=1234567, gpu_type="cpu", gpu_count=gpu_count, limits=limits or JobLimits())
+    return Job(
+        job_id=job_id or f"job-{evaluation_id}-{os.urandom(3).hex()}",
+        evaluation_id=evaluation_id,
+        problem=problem,
+        problem_version=get_problem(problem).version,
+        language="python",
+        source=source,
+        source_sha256=hashlib.sha256(source.encode()).hexdigest(),
+        mode=mode,  # type: ignore[arg-type]
+        seed=1234567,
+        gpu_type="cpu",
+        gpu_count=gpu_count,
+        limits=limits or JobLimits(),
+    )
 
 
 @dataclass
@@ -107,7 +117,9 @@ class SiteQueue:
                 if predicate(task, payload):
                     return payload
             if time.monotonic() > deadline:
-                names = [(task, payload.get("job_id")) for task, payload in self.seen if "heartbeat" not in task]
+                names = [
+                    (task, payload.get("job_id")) for task, payload in self.seen if "heartbeat" not in task
+                ]
                 raise AssertionError(f"no matching message within {timeout}s; seen {names}")
             self.drain(1.0)
 
@@ -120,7 +132,9 @@ class SiteQueue:
 
 def send_job(broker: str, job: Job) -> None:
     app = build_app(broker)
-    app.send_task(RUNNER_TASK, args=[job.model_dump(mode="json")], queue=gpu_queue(job.gpu_type, job.gpu_count))
+    app.send_task(
+        RUNNER_TASK, args=[job.model_dump(mode="json")], queue=gpu_queue(job.gpu_type, job.gpu_count)
+    )
 
 
 def local_credential(node: str) -> Credential:

@@ -60,10 +60,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--artifacts", type=Path, default=None, help="folder for artifacts")
     parser.add_argument("--time-limit-compile", type=float, default=None, metavar="S",
                         help=f"default {COMPILE_LIMIT_S:g}")
-    parser.add_argument("--time-limit-test", type=float, default=None, metavar="S",
-                        help=f"default {TEST_MODE_TEST_LIMIT_S:g} in test mode, {TEST_LIMIT_S:g} in ranked mode")
-    parser.add_argument("--time-limit-ranked", type=float, default=None, metavar="S",
-                        help=f"default {TEST_MODE_RANKED_LIMIT_S:g} in test mode, {RANKED_LIMIT_S:g} in ranked mode")
+    parser.add_argument(
+        "--time-limit-test",
+        type=float,
+        default=None,
+        metavar="S",
+        help=f"default {TEST_MODE_TEST_LIMIT_S:g} in test mode, {TEST_LIMIT_S:g} in ranked mode",
+    )
+    parser.add_argument(
+        "--time-limit-ranked",
+        type=float,
+        default=None,
+        metavar="S",
+        help=f"default {TEST_MODE_RANKED_LIMIT_S:g} in test mode, {RANKED_LIMIT_S:g} in ranked mode",
+    )
     parser.add_argument("--time-limit-first-call", type=float, default=None, metavar="S",
                         help="the first call of each shape (compilation, autotuning); default 15 on a GPU, "
                         "90 on the CPU device")

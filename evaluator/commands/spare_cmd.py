@@ -146,7 +146,9 @@ def next_line(warm: WarmStart, stdin: LineReader, idle_limit_s: float) -> bytes 
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return f"no word came within its idle limit of {idle_limit_s:g} s"
-        readable, _, _ = select.select([stdin.fd, warm.child.from_child], [], [], min(remaining, CHECK_EVERY_S))
+        readable, _, _ = select.select(
+            [stdin.fd, warm.child.from_child], [], [], min(remaining, CHECK_EVERY_S)
+        )
         if warm.child.from_child in readable or not readable:
             problem = warm.problem()
             if problem is not None:

@@ -230,7 +230,10 @@ class Activity:
         if native:
             extra = self.new_threads()
             if extra:
-                return f"native threads started by the submission are running (class 2): {sorted(extra.values())}"
+                return (
+                    "native threads started by the submission are running (class 2): "
+                    f"{sorted(extra.values())}"
+                )
         if not children:
             return None
         children_pids = child_processes()

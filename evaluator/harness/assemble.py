@@ -102,8 +102,10 @@ def _judge_physics(shape: ShapeReport, problem: Problem, device: DeviceInfo,
         shape.status = Status.REJECTED
         claim = shape.timing.median_us if shape.timing else 0.0
         fraction = f"{shape.sol.t_sol_us / claim:.3f}" if claim > 0 else "infinite"
-        shape.message = (f"faster than light: {claim:.3f} us is below the speed of light {shape.sol.t_sol_us:.3f} us "
-                         f"(sol_fraction {fraction}, class 17)")
+        shape.message = (
+            f"faster than light: {claim:.3f} us is below the speed of light {shape.sol.t_sol_us:.3f} us "
+            f"(sol_fraction {fraction}, class 17)"
+        )
     elif shape.witness is not None and not shape.witness.confirmed:
         shape.status = Status.REJECTED
         shape.message = shape.witness.message or "timing not confirmed by its witness"
@@ -254,4 +256,7 @@ def _summary_message(shapes: list[ShapeReport]) -> str:
     if not failed:
         return f"all {len(shapes)} shapes passed"
     first = failed[0]
-    return f"{len(failed)} of {len(shapes)} shapes did not pass; {first.shape_id}: {first.status.value} {first.message}".strip()
+    return (
+        f"{len(failed)} of {len(shapes)} shapes did not pass; "
+        f"{first.shape_id}: {first.status.value} {first.message}"
+    ).strip()

@@ -174,7 +174,9 @@ class Child:
             kind = command.get("type")
             if kind == "finish":
                 return
-            handler = {"bind": self.bind, "call": self.call, "time": self.time, "unbind": self.unbind}.get(str(kind))
+            handler = {"bind": self.bind, "call": self.call, "time": self.time, "unbind": self.unbind}.get(
+                str(kind)
+            )
             if handler is None:
                 raise channel.ChannelError(f"unexpected command {kind!r}")
             handler(command)
@@ -183,7 +185,9 @@ class Child:
         """The start-up before any device call; times ``imports`` (from the judge's spawn) and
         ``stage`` (the device's modules)."""
         began = monotonic()
-        self.start_up["imports"] = round(max(began - float(command.get("spawned_monotonic") or began), 0.0), 3)
+        self.start_up["imports"] = round(
+            max(began - float(command.get("spawned_monotonic") or began), 0.0), 3
+        )
         self.stage(str(command["device"]))
         self.start_up["stage"] = round(monotonic() - began, 3)
 
@@ -276,7 +280,9 @@ class Child:
                 if returned is not None else "")
         self.send({"type": "called", "problem": problem, "problem_status": status, "note": note})
 
-    def _changed_outputs(self, outputs: list[torch.Tensor], ids: list[Any]) -> tuple[Status | None, str | None]:
+    def _changed_outputs(
+        self, outputs: list[torch.Tensor], ids: list[Any]
+    ) -> tuple[Status | None, str | None]:
         """An output object the kernel changed (dtype, shape, storage): its writes never reached the
         judge's buffer; saying how is better feedback than the judge's NaNs."""
         for spec, tensor, expected in zip(self.problem.outputs, outputs, ids, strict=True):
@@ -345,7 +351,9 @@ class Child:
 
         for tensor in outputs:
             poison_(tensor)
-        return TimedSet(inputs, outputs, refresh, lambda: None, finished, poisoned_by_refresh=self.device == CPU)
+        return TimedSet(
+            inputs, outputs, refresh, lambda: None, finished, poisoned_by_refresh=self.device == CPU
+        )
 
 
 def _path(text: str) -> Any:

@@ -149,7 +149,8 @@ class GpuTimer:
             late = call.unjoined()
             if late:
                 raise TimingRejected(
-                    f"work on another stream was not joined back to the current stream (class 1): {late[0].name}"
+                    "work on another stream was not joined back to the current stream (class 1): "
+                    f"{late[0].name}"
                 )
             result.spans_us.append(call.span_ns / 1e3)
             result.names.append(call.names)

@@ -95,7 +95,10 @@ class WarmStart:
         return witness
 
     def facts(self) -> dict[str, Any]:
-        return {"idle_seconds": round(time.monotonic() - self.ready_monotonic, 3), "start_up": dict(self.start_up)}
+        return {
+            "idle_seconds": round(time.monotonic() - self.ready_monotonic, 3),
+            "start_up": dict(self.start_up),
+        }
 
     def close(self) -> None:
         """Kill what is left (after a job, the judge already closed its child) and remove the scratch."""

@@ -120,9 +120,13 @@ def check_shape(
         (kernel or module.baseline)(*args, **problem.call_kwargs(shape.axes))
         row: dict[str, Any] = {"problem": problem.name, "shape": shape.shape_id, "distribution": distribution}
         scales = error_scales(problem, module, inputs, shape.axes)
-        row["outputs"] = _margins(problem, outputs, module.reference(inputs, shape.axes), scales, dict(shape.axes))
+        row["outputs"] = _margins(
+            problem, outputs, module.reference(inputs, shape.axes), scales, dict(shape.axes)
+        )
         if hasattr(module, "independent_reference"):
-            row["independent"] = _independent_margins(problem, module, inputs, outputs, scales, dict(shape.axes))
+            row["independent"] = _independent_margins(
+                problem, module, inputs, outputs, scales, dict(shape.axes)
+            )
         if device == "cuda" and gpu and kernel is None and distribution == problem.distributions[0]:
             seconds = _time_baseline(problem, shape, args)
             bound = t_sol(problem.counts(shape.axes), get_gpu_spec(gpu))

@@ -212,7 +212,9 @@ def _constant_param(raw: dict[str, Any], where: str) -> ParamSpec:
     an expression: the problem says which real numbers its kernels may be given."""
     name = raw.get("constant")
     if not isinstance(name, str) or not name.isidentifier():
-        raise SpecError(f'{where}: an f32 parameter needs constant = "<name>" (one of the problem\'s constants)')
+        raise SpecError(
+            f'{where}: an f32 parameter needs constant = "<name>" (one of the problem\'s constants)'
+        )
     return ParamSpec(kind="f32", value_text=name, constant=name)
 
 

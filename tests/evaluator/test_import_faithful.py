@@ -37,7 +37,7 @@ def scale_rows(folder: Path, **changes: Any) -> Path:
         "inputs": {"x": {"shape": ["rows", "cols"], "dtype": "float32"}},
         "outputs": {"y": {"shape": ["rows", "cols"], "dtype": "float32"}},
         "reference": SCALE,
-        "workloads": [workload(f"w{n}", {"rows": n}, tolerance=tol) for n, tol in zip(rows, tolerances, strict=True)],
+        "workloads": [workload(f"w{n}", {"rows": n}, tolerance=tol) for n, tol in zip(rows, tolerances)],
     }
     arguments.update(changes)
     return sxb_definition(folder, **arguments)

@@ -22,7 +22,9 @@ SPEC = """
 entry = "vector_add_v4"
 grid = ["cdiv(N, 1024)", 1, 1]
 block = [256, 1, 1]
-params = [ {kind="ptr", tensor="a"}, {kind="ptr", tensor="b"}, {kind="ptr", tensor="c"}, {kind="u64", axis="N"} ]
+params = [
+    {kind="ptr", tensor="a"}, {kind="ptr", tensor="b"}, {kind="ptr", tensor="c"}, {kind="u64", axis="N"},
+]
 """
 
 
@@ -179,7 +181,8 @@ def test_validation_imports_neither_torch_nor_the_cuda_driver() -> None:
 
     code = (
         "import sys; from evaluator.ptx import validate_upload; "
-        "r = validate_upload('ptx', open('examples/ptx/vector_add.ptx').read(), None, 'vector_add', ['sm_90a']); "
+        "r = validate_upload('ptx', open('examples/ptx/vector_add.ptx').read(), None, 'vector_add', "
+        "['sm_90a']); "
         "assert r.ok; print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'cuda')))"
     )
     done = subprocess.run(

@@ -158,7 +158,9 @@ def test_paged_baseline_never_waits_for_the_device() -> None:
     finally:
         torch.cuda.set_sync_debug_mode("default")
     expected = module.reference({name: tensor.cpu() for name, tensor in inputs.items()}, axes)["out"]
-    assert torch.allclose(out.double().cpu(), expected, atol=2e-2 * float(expected.pow(2).mean().sqrt()), rtol=1e-2)
+    assert torch.allclose(
+        out.double().cpu(), expected, atol=2e-2 * float(expected.pow(2).mean().sqrt()), rtol=1e-2
+    )
 
 
 def sequential_scan(

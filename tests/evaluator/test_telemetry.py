@@ -43,5 +43,7 @@ def test_a_gpu_sample_is_a_valid_telemetry_record() -> None:
     sample = Nvml(index=0).sample()
     assert sample is not None
     telemetry = Telemetry.model_validate(sample)
-    assert telemetry.sm_clock_mhz and telemetry.throttled == any(r not in BENIGN for r in telemetry.throttle_reasons)
+    assert telemetry.sm_clock_mhz and telemetry.throttled == any(
+        r not in BENIGN for r in telemetry.throttle_reasons
+    )
     assert (Nvml(index=0).compute_processes() or 0) >= 0

@@ -95,8 +95,15 @@ def test_it_refuses_a_duplicate_shape_result(evaluation: Evaluation) -> None:
 
 def test_it_keeps_one_ranking_row_per_user_for_the_problem_and_one_per_shape(evaluation: Evaluation) -> None:
     sub = evaluation.submission
-    common = {"problem": sub.problem, "gpu_type": evaluation.gpu_type, "user": sub.user, "submission": sub,
-              "evaluation": evaluation, "submitted_at": sub.created_at, "problem_version": sub.problem_version}
+    common = {
+        "problem": sub.problem,
+        "gpu_type": evaluation.gpu_type,
+        "user": sub.user,
+        "submission": sub,
+        "evaluation": evaluation,
+        "submitted_at": sub.created_at,
+        "problem_version": sub.problem_version,
+    }
     shape = sub.problem.shapes.first()
     RankingEntry.objects.create(shape=None, score=0.6, **common)
     RankingEntry.objects.create(shape=shape, score=0.6, median_us=10.0, **common)

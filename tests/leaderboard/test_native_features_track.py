@@ -42,7 +42,10 @@ def test_a_kernel_without_the_required_family_ranks_on_the_main_track_only_with_
 
     page = client.get(f"/submissions/{plain.pk}/").content.decode()
     assert "not on the required-features ranking" in page
-    assert "missing wgmma (no HGMMA/QGMMA/IGMMA in the SASS) and tma (no UTMALDG/UTMASTG/UTMAREDG in the SASS)" in page
+    assert (
+        "missing wgmma (no HGMMA/QGMMA/IGMMA in the SASS) and tma (no UTMALDG/UTMASTG/UTMAREDG in the SASS)"
+        in page
+    )
     assert "found HMMA" in page
     page = client.get(f"/submissions/{hopper.pk}/").content.decode()
     assert "uses the required features (wgmma, tma): on the required-features ranking" in page

@@ -1,5 +1,5 @@
-"""attention_fwd inputs, reference (fp64, chunked) and baseline (SDPA's cuDNN backend via aten; FlashAttention-2
-where cuDNN refuses, and on the CPU)."""
+"""attention_fwd inputs, reference (fp64, chunked) and baseline (SDPA's cuDNN backend via aten;
+FlashAttention-2 where cuDNN refuses, and on the CPU)."""
 
 from __future__ import annotations
 
@@ -46,9 +46,13 @@ def flash_baseline(
     LSE.copy_(result[1])
 
 
-def cudnn_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> tuple[torch.Tensor, ...] | None:
+def cudnn_forward(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool
+) -> tuple[torch.Tensor, ...] | None:
     """SDPA's cuDNN attention with its log-sum-exp (O, LSE as (B, H, S, 1), ...), or None where cuDNN
     refuses (benchmarks/multigpu_baseline_audit.py calls it per ring chunk too)."""
     return _attention.cudnn_or_none(
-        q, causal, lambda: torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, causal, False)
+        q,
+        causal,
+        lambda: torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, causal, False),
     )

@@ -18,4 +18,6 @@ class Command(BaseCommand):
             raise CommandError(str(error)) from error
         for line in report.lines():
             self.stdout.write(line)
-        self.stdout.write(self.style.SUCCESS("GPU types changed") if report.changed else "GPU types unchanged")
+        self.stdout.write(
+            self.style.SUCCESS("GPU types changed") if report.changed else "GPU types unchanged"
+        )

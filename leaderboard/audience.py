@@ -82,9 +82,14 @@ def may_see_details(user: Any, submission: Any) -> bool:
 def error_kind(status: str, evaluator_status: str, message: str) -> str | None:
     """One word of ``ERROR_KINDS`` for a failed evaluation (None when it passed or is not over)."""
     text = message.lower()
-    by_evaluator = {Status.RUNTIME_ERROR: "runtime_error", Status.INCORRECT_NUMERICAL: "wrong_output",
-                    Status.INCORRECT_SHAPE: "wrong_shape", Status.INCORRECT_DTYPE: "wrong_dtype",
-                    Status.TIMEOUT: "timeout", Status.REJECTED: "rejected"}
+    by_evaluator: dict[str, str] = {
+        Status.RUNTIME_ERROR: "runtime_error",
+        Status.INCORRECT_NUMERICAL: "wrong_output",
+        Status.INCORRECT_SHAPE: "wrong_shape",
+        Status.INCORRECT_DTYPE: "wrong_dtype",
+        Status.TIMEOUT: "timeout",
+        Status.REJECTED: "rejected",
+    }
     if status == "cancelled":
         return "cancelled"
     if text.startswith("the site refused"):

@@ -242,7 +242,7 @@ def quotas(body: dict[str, Any], out: TextIO | None = None) -> None:
             _gpu_seconds_line(f"this token ({gpu['token'].get('prefix')})", gpu["token"], out)
 
 
-def _gpu_seconds_line(who: str, part: dict[str, Any], out: TextIO) -> None:
+def _gpu_seconds_line(who: str, part: dict[str, Any], out: TextIO | None) -> None:
     limit = part.get("limit_per_day")
     cap = f" of {limit:g} s a day ({part.get('left_today'):g} s left)" if limit else " (no daily limit)"
     print(f"  {who}: {part.get('used_today', 0):g} s charged today{cap}; {part.get('total', 0):g} s in all",

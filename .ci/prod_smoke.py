@@ -60,7 +60,10 @@ def health_and_docs(base: str) -> None:
     assets = re.findall(r'(?:src|href)="(/static/[^"]+)"', page.decode())
     bundle = re.compile(r"swagger-ui-bundle(\.[0-9a-f]+)?\.js$")  # hashed by the manifest storage
     check(status == 200 and any(bundle.search(asset) for asset in assets), f"Swagger UI page: {assets}")
-    check(all(call(base, asset)[0] == 200 for asset in assets), f"{len(assets)} Swagger UI assets served by the site")
+    check(
+        all(call(base, asset)[0] == 200 for asset in assets),
+        f"{len(assets)} Swagger UI assets served by the site",
+    )
 
 
 def metrics(base: str, metrics_token: str) -> None:
@@ -74,7 +77,13 @@ def metrics(base: str, metrics_token: str) -> None:
 
 def submission_runs(base: str, token: str) -> int:
     source = (REPO / "examples/python/vector_add.py").read_text()
-    body = {"problem": "vector_add", "language": "python", "gpu_types": ["cpu"], "source": source, "mode": "test"}
+    body = {
+        "problem": "vector_add",
+        "language": "python",
+        "gpu_types": ["cpu"],
+        "source": source,
+        "mode": "test",
+    }
     status, _, raw = call(base, "/api/submissions", token=token, body=body)
     check(status == 201, f"create: {status} {raw[:300]!r}")
     submission = json.loads(raw)
@@ -86,7 +95,10 @@ def submission_runs(base: str, token: str) -> int:
     statuses = [evaluation["status"] for evaluation in submission["evaluations"]]
     check(statuses == ["passed"], f"the CPU runner ran it through Redis: {statuses}")
     _, headers, raw = call(base, f"/api/submissions/{submission['id']}/events", token=token)
-    check(headers.get("Content-Type", "").startswith("text/event-stream") and b"event: end" in raw, "event stream")
+    check(
+        headers.get("Content-Type", "").startswith("text/event-stream") and b"event: end" in raw,
+        "event stream",
+    )
     return int(submission["id"])
 
 
@@ -102,14 +114,19 @@ def private_details_hidden(base: str, token: str) -> None:
             break
     check(b"PROD_SMOKE_SECRET" in raw, "the owner reads the traceback")
     _, _, public = call(base, f"/api/submissions/{submission_id}")
-    check(b"PROD_SMOKE_SECRET" not in public and b"import_error" in public, "a visitor reads the error kind only")
+    check(
+        b"PROD_SMOKE_SECRET" not in public and b"import_error" in public,
+        "a visitor reads the error kind only",
+    )
 
 
 def login_throttled(base: str) -> None:
     answers = []
     for attempt in range(11):
         pair = base64.b64encode(f"ci-nobody:wrong-{attempt}".encode()).decode()
-        status, headers, _ = call(base, "/api/tokens", body={"name": "x"}, headers={"Authorization": f"Basic {pair}"})
+        status, headers, _ = call(
+            base, "/api/tokens", body={"name": "x"}, headers={"Authorization": f"Basic {pair}"}
+        )
         answers.append((status, headers.get("Retry-After")))
     check(answers[0][0] == 401 and answers[-1][0] == 429 and bool(answers[-1][1]),
           f"password guessing locked: {answers}")

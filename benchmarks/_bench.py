@@ -195,11 +195,17 @@ def gpu_facts() -> dict[str, Any]:
     """The GPUs (name, driver, memory, max SM clock) and ncu's version; empty without nvidia-smi."""
     if shutil.which("nvidia-smi") is None:
         return {}
-    query = ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm", "--format=csv,noheader"]
+    query = [
+        "nvidia-smi",
+        "--query-gpu=name,driver_version,memory.total,clocks.max.sm",
+        "--format=csv,noheader",
+    ]
     done = subprocess.run(query, capture_output=True, text=True, timeout=30, check=False)
     facts: dict[str, Any] = {"gpus": [line.strip() for line in done.stdout.splitlines() if line.strip()]}
     if shutil.which("ncu"):
-        version = subprocess.run(["ncu", "--version"], capture_output=True, text=True, timeout=30, check=False)
+        version = subprocess.run(
+            ["ncu", "--version"], capture_output=True, text=True, timeout=30, check=False
+        )
         facts["ncu"] = (version.stdout.strip().splitlines() or [""])[-1]
     return facts
 

@@ -79,7 +79,9 @@ def rows(submitted: dict[int, float]) -> list[dict[str, Any]]:
     def epoch(moment: Any) -> float | None:
         return None if moment is None else moment.timestamp()
 
-    found = Evaluation.objects.filter(pk__in=submitted).select_related("submission__user", "submission__problem")
+    found = Evaluation.objects.filter(pk__in=submitted).select_related(
+        "submission__user", "submission__problem"
+    )
     return [{"evaluation_id": e.pk, "owner": e.submission.user.username, "problem": e.submission.problem.name,
              "status": e.status, "submitted": submitted[e.pk], "started": epoch(e.started_at),
              "provisional": epoch(e.provisional_at), "finished": epoch(e.finished_at),
@@ -155,13 +157,20 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {
         "benchmark": "issue 36: agent loops through broker, site worker and runner node",
-        "device": "CPU development device (figures for the trend only)" if args.device == "cpu"
+        "device": "CPU development device (figures for the trend only)"
+        if args.device == "cpu"
         else f"GPU {args.gpu_type}",
-        "provenance": {**provenance(), **gpu_facts(), "commit_env": os.environ.get("SOLBOARD_COMMIT", "unknown")},
-        "broker": broker_kind(args.broker), "spare_depth": os.environ.get("SOLBOARD_RUNNER_SPARE_DEPTH", "default"),
+        "provenance": {
+            **provenance(),
+            **gpu_facts(),
+            "commit_env": os.environ.get("SOLBOARD_COMMIT", "unknown"),
+        },
+        "broker": broker_kind(args.broker),
+        "spare_depth": os.environ.get("SOLBOARD_RUNNER_SPARE_DEPTH", "default"),
         "cases": {},
     }
-    path = args.out / f"agent_loops_{'cpu' if args.device == 'cpu' else args.gpu_type}{'_' + args.tag if args.tag else ''}.json"
+    device = "cpu" if args.device == "cpu" else args.gpu_type
+    path = args.out / f"agent_loops_{device}{'_' + args.tag if args.tag else ''}.json"
     env = {**SITE_ENV, **({"CELERY_BROKER_URL": args.broker} if args.broker else {})}
     cluster = Cluster(runners=1, device=args.device, keep=True, loglevel="INFO", env=env)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # a time limit still leaves the JSON and the logs

@@ -127,7 +127,13 @@ def start_server(env: dict[str, str], workers: int) -> tuple[subprocess.Popen[by
 
 
 def creation(base: str, tokens: list[str], per_client: int) -> dict[str, Any]:
-    body = {"problem": "vector_add", "language": "python", "gpu_types": ["cpu"], "source": SOURCE, "mode": "test"}
+    body = {
+        "problem": "vector_add",
+        "language": "python",
+        "gpu_types": ["cpu"],
+        "source": SOURCE,
+        "mode": "test",
+    }
 
     def client(token: str) -> list[tuple[int, float]]:
         return [call(base, "/api/submissions", token, body)[:2] for _ in range(per_client)]
@@ -144,7 +150,9 @@ def creation(base: str, tokens: list[str], per_client: int) -> dict[str, Any]:
 
 def leaderboard_reads(base: str, token: str, clients: int, per_client: int) -> dict[str, Any]:
     def client(_: int) -> list[tuple[int, float]]:
-        return [call(base, "/api/leaderboards/vector_add/cpu?page_size=50", token)[:2] for _ in range(per_client)]
+        return [
+            call(base, "/api/leaderboards/vector_add/cpu?page_size=50", token)[:2] for _ in range(per_client)
+        ]
 
     started = time.perf_counter()
     with ThreadPoolExecutor(clients) as pool:
@@ -160,8 +168,12 @@ def with_waiters(base: str, tokens: list[str], submission_ids: list[int], waiter
     """Open ``waiters`` long-polls, then measure leaderboard reads while they all wait."""
     def wait(index: int) -> tuple[int, float, Any]:
         token = tokens[index % len(tokens)]
-        return call(base, f"/api/submissions/{submission_ids[index % len(submission_ids)]}?wait={wait_s}", token,
-                    timeout=wait_s + 30)
+        return call(
+            base,
+            f"/api/submissions/{submission_ids[index % len(submission_ids)]}?wait={wait_s}",
+            token,
+            timeout=wait_s + 30,
+        )
 
     with ThreadPoolExecutor(waiters) as pool:
         futures = [pool.submit(wait, index) for index in range(waiters)]
@@ -211,8 +223,13 @@ def main() -> int:
     try:
         reads = {"clients": args.clients, "per_client": 25}
         result = {
-            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "uvicorn_workers": args.workers,
-                        "database": "PostgreSQL 127.0.0.1", "broker": "Redis 127.0.0.1"},
+            "machine": {
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+                "uvicorn_workers": args.workers,
+                "database": "PostgreSQL 127.0.0.1",
+                "broker": "Redis 127.0.0.1",
+            },
             "commit": provenance("cpu")["commit"],
             "ranked_rows": args.ranked_rows,
             "create_submissions": creation(base, tokens, args.per_client),

@@ -44,8 +44,16 @@ class Agent(FastHttpUser):  # type: ignore[misc]
 
     @task(1)
     def submit(self) -> None:
-        body = {"problem": "vector_add", "language": "python", "gpu_types": ["cpu"], "source": SOURCE, "mode": "test"}
-        with self.client.post("/api/submissions", json=body, headers=self.sent, catch_response=True) as response:
+        body = {
+            "problem": "vector_add",
+            "language": "python",
+            "gpu_types": ["cpu"],
+            "source": SOURCE,
+            "mode": "test",
+        }
+        with self.client.post(
+            "/api/submissions", json=body, headers=self.sent, catch_response=True
+        ) as response:
             if response.status_code != 201:
                 response.failure(f"create answered {response.status_code}: {response.text[:200]}")
                 return

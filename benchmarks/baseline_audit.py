@@ -38,8 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _bench beside it
 
 import torch
@@ -55,6 +54,8 @@ from evaluator.problems.fp8_quant_per_token.reference import copy_baseline as fp
 from evaluator.problems.histogram.reference import bincount_baseline as histogram_v1
 from evaluator.problems.mla_decode.reference import fp32_copies_baseline as mla_decode_v1
 from evaluator.problems.w4a16_gemm.reference import dequantise_and_matmul as w4a16_gemm_v2
+
+REPO = Path(__file__).resolve().parent.parent
 
 Baseline = Callable[..., None]
 
@@ -100,12 +101,12 @@ CHANGED: dict[str, tuple[int, Baseline]] = {
 
 
 def attention_fwd_sdpa_default(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor, LSE: torch.Tensor, *, causal: int
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, LSE: torch.Tensor, *, causal: int
 ) -> None:
     """F.scaled_dot_product_attention as dispatched by default: O only (the public op returns no
     LSE, so LSE is left as the harness poisoned it and its margin is meaningless). Timed to see
     which backend a plain call gets and how fast it is."""
-    O.copy_(torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=bool(causal)))
+    o.copy_(torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=bool(causal)))
 
 
 # --- The later problems' candidates (results/baseline_audit.md, "The later problems") -------------
@@ -130,8 +131,11 @@ UNTIMED = ("not decided: read as faster on 2026-12-03 (results/baseline_audit.md
 
 CANDIDATES: dict[str, list[Candidate]] = {
     "attention_fwd": [
-        Candidate("sdpa_default", attention_fwd_sdpa_default,
-                  "no LSE: not a baseline, timed to see what a plain F.scaled_dot_product_attention call gets"),
+        Candidate(
+            "sdpa_default",
+            attention_fwd_sdpa_default,
+            "no LSE: not a baseline, timed to see what a plain F.scaled_dot_product_attention call gets",
+        ),
     ],
     "sort_keys": [Candidate("sort_out", sort_keys_out, UNTIMED, cuda_only=False)],
 }
@@ -180,8 +184,12 @@ def _timer(device: str, quick: bool) -> Callable[[Callable[[], None]], float]:
 
 def _poisoned_outputs(problem: Problem, shape: Shape, device: str) -> dict[str, torch.Tensor]:
     """The outputs as the harness hands them over: NaN, or its integer sentinel (`correctness.poison_`)."""
-    outputs = {spec.name: torch.empty(spec.concrete_shape(shape.axes), dtype=getattr(torch, spec.dtype), device=device)
-               for spec in problem.outputs}
+    outputs = {
+        spec.name: torch.empty(
+            spec.concrete_shape(shape.axes), dtype=getattr(torch, spec.dtype), device=device
+        )
+        for spec in problem.outputs
+    }
     for tensor in outputs.values():
         poison_(tensor)
     return outputs
@@ -199,8 +207,11 @@ def _margins(problem: Problem, outputs: dict[str, torch.Tensor], reference: dict
         ok = torch.isfinite(out) & (error <= allowed)
         # matched as a count over the total: a mean in doubles reads 1 - 1e-16 on an all-exact row of
         # 128256 elements, which "fails" a matched_ratio of 1.0 (results/baselines.md#audit-h200).
-        result[name] = {"margin": round(float((error / allowed).max()), 4), "matched": int(ok.sum()) / ok.numel(),
-                        "required": problem.tolerance_for(name).matched_ratio}
+        result[name] = {
+            "margin": round(float((error / allowed).max()), 4),
+            "matched": int(ok.sum()) / ok.numel(),
+            "required": problem.tolerance_for(name).matched_ratio,
+        }
     return result
 
 
@@ -222,12 +233,16 @@ def measure_shape(problem: Problem, shape: Shape, variants: dict[str, Baseline],
                 outputs = _poisoned_outputs(problem, shape, device)
                 args = (*inputs.values(), *outputs.values())
                 run(*args, **kwargs)
-                row["margins"][distribution] = _margins(problem, outputs, module.reference(inputs, shape.axes),
-                                                        error_scales(problem, module, inputs, shape.axes))
+                row["margins"][distribution] = _margins(
+                    problem,
+                    outputs,
+                    module.reference(inputs, shape.axes),
+                    error_scales(problem, module, inputs, shape.axes),
+                )
                 if distribution == problem.distributions[0]:
                     row["median_us"] = round(timer(_call(run, args, kwargs)), 3)
                 del inputs, outputs, args
-        except Exception as error:  # noqa: BLE001 - a variant this torch or GPU cannot run: recorded
+        except Exception as error:  # a variant this torch or GPU cannot run: recorded
             row["error"] = f"{type(error).__name__}: {error}"[:500]
         finally:
             if device == "cuda":
@@ -267,8 +282,15 @@ def speedups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         base = times.get("old", times.get("current"))
         for variant, us in times.items():
             if variant not in ("old", "current") and base:
-                summary.append({"problem": problem, "shape": shape, "versus": "old" if "old" in times else "current",
-                                "variant": variant, "ratio": round(base / us, 3)})
+                summary.append(
+                    {
+                        "problem": problem,
+                        "shape": shape,
+                        "versus": "old" if "old" in times else "current",
+                        "variant": variant,
+                        "ratio": round(base / us, 3),
+                    }
+                )
     return summary
 
 
@@ -283,9 +305,12 @@ def provenance(device: str) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cuda", "cpu"])
-    parser.add_argument("--problems", default="", help="comma-separated; default: the changed ones and those with "
-                                                       "candidates")
+    parser.add_argument(
+        "--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cuda", "cpu"]
+    )
+    parser.add_argument(
+        "--problems", default="", help="comma-separated; default: the changed ones and those with candidates"
+    )
     parser.add_argument("--no-candidates", action="store_true", help="only old against new")
     parser.add_argument("--quick", action="store_true", help="CPU shapes on the CPU, quick shapes on a GPU")
     parser.add_argument("--out", type=Path, help="JSON file (default: print only)")
@@ -301,19 +326,32 @@ def main(argv: list[str] | None = None) -> int:
             rows.extend(measure_shape(problem, shape, variants, args.device, timer))
     result = {
         "provenance": provenance(args.device),
-        "timer": "triton do_bench median" if args.device == "cuda" and "triton" in timer.__name__ else timer.__name__,
-        "changed": {name: {"replaced_version": version, "now": get_problem(name).version}
-                    for name, (version, _) in CHANGED.items()},
-        "candidates": {name: [{"name": c.name, "why_not": c.why_not} for c in items]
-                       for name, items in CANDIDATES.items()},
+        "timer": "triton do_bench median"
+        if args.device == "cuda" and "triton" in timer.__name__
+        else timer.__name__,
+        "changed": {
+            name: {"replaced_version": version, "now": get_problem(name).version}
+            for name, (version, _) in CHANGED.items()
+        },
+        "candidates": {
+            name: [{"name": c.name, "why_not": c.why_not} for c in items]
+            for name, items in CANDIDATES.items()
+        },
         "rows": rows,
         "speedups": speedups(rows),
     }
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1) + "\n")
-    failed = [row for row in rows if not row["variant"].startswith("candidate:") and (
-        "error" in row or any(o["matched"] < o["required"] for d in row["margins"].values() for o in d.values()))]
+    failed = [
+        row
+        for row in rows
+        if not row["variant"].startswith("candidate:")
+        and (
+            "error" in row
+            or any(o["matched"] < o["required"] for d in row["margins"].values() for o in d.values())
+        )
+    ]
     for row in failed:
         print(f"FAILED: {row['problem']} {row['shape']} {row['variant']}", file=sys.stderr)
     return 1 if failed else 0

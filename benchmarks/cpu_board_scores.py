@@ -34,9 +34,10 @@ from evaluator.scoring import problem_score, ranked_time, shape_score
 from runners import execute
 from runners.slots import StateDir
 
-REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: false_positives beside it
 from false_positives import job_for, slot_for
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def board_score(report: EvaluationReport) -> tuple[float | None, list[dict[str, Any]]]:
@@ -62,8 +63,13 @@ def run(path: Path) -> dict[str, Any]:
     job = job_for("vector_add", get_problem("vector_add").version, "python", path.read_text(), "cpu")
     folder = Path(tempfile.mkdtemp(prefix="solboard-board-", dir="/tmp"))
     os.chmod(folder, 0o755)
-    ctx = execute.Context(node="board", slot=slot_for("cpu", "cpu"), state=StateDir(folder / "state"), user=None,
-                          calibration=None)
+    ctx = execute.Context(
+        node="board",
+        slot=slot_for("cpu", "cpu"),
+        state=StateDir(folder / "state"),
+        user=None,
+        calibration=None,
+    )
     began = time.monotonic()
     try:
         result = execute.run(job, ctx, lambda: None)
@@ -86,10 +92,15 @@ def main() -> int:
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
                             check=False).stdout.strip()
     summary: dict[str, Any] = {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "commit": commit, "host": platform.node(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, shared with other work", "device": "cpu runner",
-        "submission": str(args.file.resolve().relative_to(REPO)) if args.file.resolve().is_relative_to(REPO)
-        else str(args.file), "runs": [],
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "commit": commit,
+        "host": platform.node(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, shared with other work",
+        "device": "cpu runner",
+        "submission": str(args.file.resolve().relative_to(REPO))
+        if args.file.resolve().is_relative_to(REPO)
+        else str(args.file),
+        "runs": [],
     }
     for index in range(args.runs):
         summary["runs"].append({"run": index, **run(args.file)})

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evaluator.gpus import get_gpu_spec
+from evaluator.gpu_specs import get_gpu_spec
 from evaluator.problems import load_problem
 from evaluator.sol import has_counts, t_sol
 
@@ -45,7 +45,9 @@ def _rows(folder: Path, solar: dict[str, list[dict[str, Any]]]) -> list[dict[str
     rows = []
     for item in solar.get(str(problem.imported.get("upstream_name")), []):
         axes = {name: int(value) for name, value in item["axes"].items() if name in problem.axes}
-        shape = next((shape for shape in problem.shapes if all(shape.axes.get(k) == v for k, v in axes.items())), None)
+        shape = next(
+            (shape for shape in problem.shapes if all(shape.axes.get(k) == v for k, v in axes.items())), None
+        )
         if shape is None or not shape.ranked:
             continue
         counts = problem.counts(dict(shape.axes))
@@ -77,7 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write every row here (JSON)")
     args = parser.parse_args(argv)
     solar = _workloads(args.solar) if args.solar else {}
-    rows = [row for folder in sorted(p.parent for p in args.imported.glob("*/problem.toml")) for row in _rows(folder, solar)]
+    rows = [
+        row
+        for folder in sorted(p.parent for p in args.imported.glob("*/problem.toml"))
+        for row in _rows(folder, solar)
+    ]
     result = {"summary": summary(rows), "rows": rows}
     print(json.dumps(result["summary"], indent=2))
     if args.out:

@@ -34,12 +34,13 @@ import time
 from pathlib import Path
 from typing import Any, Self
 
-REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: witness_round beside it
 
 from witness_round import witness_line
 
 from evaluator.harness.telemetry import Nvml
+
+REPO = Path(__file__).resolve().parent.parent
 
 #: The stages of a ranked job in the order the judge enters them (``phase_seconds`` keys without a dot
 #: are sequential; the witness's sub-phases are inside ``witness``).
@@ -51,11 +52,21 @@ STAGES = ("judge_start", "start_up", "baseline", "compile", "test", "witness.loa
 #: ``single_threaded_host_work`` says why one thread; this mode shows whether that was the cause).
 MODES = {
     "early": ["-m", "evaluator"],
-    "late": ["-c", ("import sys; import evaluator.harness.witness_run as w; w.begin_load = lambda judge: None; "
-                    "from evaluator.cli import main; sys.exit(main())")],
+    "late": [
+        "-c",
+        (
+            "import sys; import evaluator.harness.witness_run as w; w.begin_load = lambda judge: None; "
+            "from evaluator.cli import main; sys.exit(main())"
+        ),
+    ],
     # Patched before evaluator.harness.judge imports it by name (device.py imports no torch).
-    "early_pool": ["-c", ("import sys; import evaluator.harness.device as d; d.single_threaded_host_work = lambda: None; "
-                          "from evaluator.cli import main; sys.exit(main())")],
+    "early_pool": [
+        "-c",
+        (
+            "import sys; import evaluator.harness.device as d; d.single_threaded_host_work = lambda: None; "
+            "from evaluator.cli import main; sys.exit(main())"
+        ),
+    ],
 }
 LATE_LOAD = MODES["late"][1]
 TICK_S = 0.25
@@ -121,7 +132,9 @@ class Sampler:
                 previous = before.get(pid, (label, 0.0))[1] if pid in before else 0.0
                 used[label] = used.get(label, 0.0) + max(0.0, seconds - previous)
             before = now
-            self.samples.append({"t": round(time.monotonic() - self.began, 3), "cpu_s": used, **self.gpu.state()})
+            self.samples.append(
+                {"t": round(time.monotonic() - self.began, 3), "cpu_s": used, **self.gpu.state()}
+            )
 
 
 class Gpu(Nvml):
@@ -132,13 +145,20 @@ class Gpu(Nvml):
     def state(self) -> dict[str, Any]:
         if self.handle is None:  # no NVML (the CPU smoke test): no GPU columns
             return {}
-        utilisation, memory = self._read("nvmlDeviceGetUtilizationRates"), self._read("nvmlDeviceGetMemoryInfo")
+        utilisation, memory = (
+            self._read("nvmlDeviceGetUtilizationRates"),
+            self._read("nvmlDeviceGetMemoryInfo"),
+        )
         clock = self._read("nvmlDeviceGetClockInfo", self.nvml.NVML_CLOCK_SM)
         if utilisation is None or memory is None or clock is None:
             return {}  # a failed sample is a missing sample
         apps = self._read("nvmlDeviceGetComputeRunningProcesses") or []
-        return {"gpu_util": float(utilisation.gpu), "gpu_mem_mib": memory.used / 2**20, "sm_mhz": float(clock),
-                "apps": [f"{app.pid}, {(app.usedGpuMemory or 0) // 2**20}" for app in apps]}
+        return {
+            "gpu_util": float(utilisation.gpu),
+            "gpu_mem_mib": memory.used / 2**20,
+            "sm_mhz": float(clock),
+            "apps": [f"{app.pid}, {(app.usedGpuMemory or 0) // 2**20}" for app in apps],
+        }
 
 
 def stage_windows(phases: dict[str, float], started_at: float) -> dict[str, tuple[float, float]]:
@@ -163,9 +183,12 @@ def per_stage(samples: list[dict[str, Any]], windows: dict[str, tuple[float, flo
                 cpu[label] = round(cpu.get(label, 0.0) + seconds, 2)
         utils = [sample["gpu_util"] for sample in inside if "gpu_util" in sample]
         summary[stage] = {
-            "seconds": round(end - begin, 2), "cpu_s": cpu,
+            "seconds": round(end - begin, 2),
+            "cpu_s": cpu,
             "gpu_util_mean": round(sum(utils) / len(utils), 1) if utils else None,
-            "gpu_mem_max_mib": max((sample["gpu_mem_mib"] for sample in inside if "gpu_mem_mib" in sample), default=None),
+            "gpu_mem_max_mib": max(
+                (sample["gpu_mem_mib"] for sample in inside if "gpu_mem_mib" in sample), default=None
+            ),
             "sm_mhz_min": min((sample["sm_mhz"] for sample in inside if "sm_mhz" in sample), default=None),
             "apps_at_peak": max(inside, key=lambda sample: sample.get("gpu_mem_mib", 0.0)).get("apps"),
         }
@@ -192,7 +215,9 @@ def run_once(problem: str, source: Path, mode: str, device: str, timeout_s: floa
                "run", problem, str(source), "--device", device, "--mode", "ranked", "--json"]
     with Sampler() as sampler:
         began = time.monotonic()
-        done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=timeout_s, check=False)
+        done = subprocess.run(
+            command, capture_output=True, text=True, cwd=REPO, timeout=timeout_s, check=False
+        )
         ended = time.monotonic() - sampler.began
         seconds = time.monotonic() - began
     report = report_in(done.stdout)
@@ -232,9 +257,13 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("problem")
     parser.add_argument("--submission", choices=["baseline", "example"], default="baseline")
-    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a smoke test of the probe")
+    parser.add_argument(
+        "--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a smoke test of the probe"
+    )
     parser.add_argument("--runs", type=int, default=2, help="runs of each mode, the modes in turn")
-    parser.add_argument("--modes", default="early,early_pool,late", help=f"comma-separated, of {', '.join(MODES)}")
+    parser.add_argument(
+        "--modes", default="early,early_pool,late", help=f"comma-separated, of {', '.join(MODES)}"
+    )
     parser.add_argument("--budget-s", type=float, default=1e9, help="start no run after this many seconds")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
@@ -254,11 +283,22 @@ def main() -> int:
             record["runs"].append(result)
             args.out.write_text(json.dumps(record, indent=1))
             stages = result.get("stages", {})
-            print(json.dumps({"mode": mode, "seconds": result["seconds"], "status": result.get("status"),
-                              "score": result.get("problem_score"),
-                              "test": stages.get("test"), "ranked": stages.get("ranked"),
-                              "span_over_events": [line.get("disagreement_rel") for line in result.get("shapes", [])]}),
-                  flush=True)
+            print(
+                json.dumps(
+                    {
+                        "mode": mode,
+                        "seconds": result["seconds"],
+                        "status": result.get("status"),
+                        "score": result.get("problem_score"),
+                        "test": stages.get("test"),
+                        "ranked": stages.get("ranked"),
+                        "span_over_events": [
+                            line.get("disagreement_rel") for line in result.get("shapes", [])
+                        ],
+                    }
+                ),
+                flush=True,
+            )
     return 0
 
 

@@ -3,8 +3,8 @@
 baseline (as a submission), several times, on the CPU development device or a GPU.
 
     python benchmarks/false_positives.py --runs 2 --out /tmp/false_positives_cpu.json
-    python benchmarks/false_positives.py --device cuda --gpu-type h200 --sets examples,baselines,natives,cheats \
-        --runs 1 --budget-s 480 --out $OUT/runner_gpu.json
+    python benchmarks/false_positives.py --device cuda --gpu-type h200 \
+        --sets examples,baselines,natives,cheats --runs 1 --budget-s 480 --out $OUT/runner_gpu.json
 
 Every honest job must end PASSED, witnessed, with no flag: anything else is a false positive,
 recorded with its message. Every cheat (``--sets cheats``) must end not rank-eligible. The file is
@@ -32,17 +32,30 @@ from runners import execute, identities, sandbox
 from runners.slots import Slot, StateDir
 from solboard_common.protocol import Job
 
-REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: witness_round beside it
 from native_examples import EXAMPLES as NATIVE_EXAMPLES  # every PTX/CUDA example, the Hopper ones first
 from native_examples import language_of
 
-CHEATS = ["c16_forge_near_light", "c16_patch_json_encoder", "c16_early_ready", "c16_hide_from_witness",
-          "c16_witness_off_gpu", "c16_witness_pipe_inject", "c16_starve_judge_clock", "c02_finish_after_reply", "c14_host_work", "c01_side_stream",
-          "c09_less_work_when_timed"]
+REPO = Path(__file__).resolve().parent.parent
+
+CHEATS = [
+    "c16_forge_near_light",
+    "c16_patch_json_encoder",
+    "c16_early_ready",
+    "c16_hide_from_witness",
+    "c16_witness_off_gpu",
+    "c16_witness_pipe_inject",
+    "c16_starve_judge_clock",
+    "c02_finish_after_reply",
+    "c14_host_work",
+    "c01_side_stream",
+    "c09_less_work_when_timed",
+]
 
 
-def submissions(sets: list[str], only: list[str] | None, cheats: list[str] | None = None) -> list[tuple[str, str, str, str]]:
+def submissions(
+    sets: list[str], only: list[str] | None, cheats: list[str] | None = None
+) -> list[tuple[str, str, str, str]]:
     """(problem, kind, language, source) of every job to run."""
     found: list[tuple[str, str, str, str]] = []
     # Single-GPU problems: a multi-GPU job needs gpu_count ranks (benchmarks/multigpu_h200x2.py runs those).
@@ -58,15 +71,33 @@ def submissions(sets: list[str], only: list[str] | None, cheats: list[str] | Non
         found += [(native.problem, native.path, language_of(native.path), (REPO / native.path).read_text())
                   for native in NATIVE_EXAMPLES if not only or native.problem in only]
     if "cheats" in sets:
-        found += [("vector_add", f"cheat:{name}", "python", (REPO / "tests/fixtures/cheats" / f"{name}.py").read_text())
-                  for name in CHEATS if not cheats or name in cheats]
+        found += [
+            (
+                "vector_add",
+                f"cheat:{name}",
+                "python",
+                (REPO / "tests/fixtures/cheats" / f"{name}.py").read_text(),
+            )
+            for name in CHEATS
+            if not cheats or name in cheats
+        ]
     return found
 
 
 def job_for(problem: str, version: int, language: str, source: str, gpu_type: str) -> Job:
-    return Job(job_id=f"fp-{time.monotonic_ns()}", evaluation_id=1, problem=problem, problem_version=version,
-               language=language, source=source, source_sha256=hashlib.sha256(source.encode()).hexdigest(),
-               mode="ranked", seed=int.from_bytes(os.urandom(6), "little"), shapes="ranked", gpu_type=gpu_type)
+    return Job(
+        job_id=f"fp-{time.monotonic_ns()}",
+        evaluation_id=1,
+        problem=problem,
+        problem_version=version,
+        language=language,
+        source=source,
+        source_sha256=hashlib.sha256(source.encode()).hexdigest(),
+        mode="ranked",
+        seed=int.from_bytes(os.urandom(6), "little"),
+        shapes="ranked",
+        gpu_type=gpu_type,
+    )
 
 
 def slot_for(device: str, gpu_type: str) -> Slot:
@@ -78,7 +109,9 @@ def slot_for(device: str, gpu_type: str) -> Slot:
 def run_one(job: Job, slot: Slot, users: identities.Rotation | None, cheat: bool) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="solboard-fp-", dir="/tmp"))
     os.chmod(folder, 0o755)
-    ctx = execute.Context(node="fp", slot=slot, state=StateDir(folder / "state"), users=users, calibration=None)
+    ctx = execute.Context(
+        node="fp", slot=slot, state=StateDir(folder / "state"), users=users, calibration=None
+    )
     started = time.monotonic()
     try:
         result = execute.run(job, ctx, lambda: None)
@@ -99,7 +132,9 @@ def run_one(job: Job, slot: Slot, users: identities.Rotation | None, cheat: bool
 
     line["shapes"] = [witness_line(shape.model_dump(mode="json")) for shape in report.shapes]
     ranked = sum(1 for shape in report.shapes if shape.ranked)
-    line["witness_s_per_ranked_shape"] = (report.phase_seconds.get("witness", 0.0) / ranked) if ranked else None
+    line["witness_s_per_ranked_shape"] = (
+        (report.phase_seconds.get("witness", 0.0) / ranked) if ranked else None
+    )
     if cheat:
         line["caught"] = not report.rank_eligible
     else:
@@ -115,10 +150,15 @@ def main() -> int:
     parser.add_argument("--gpu-type", default="h200")
     parser.add_argument("--sets", default="examples,baselines", help="examples,baselines,natives,cheats")
     parser.add_argument("--only", default=None, help="comma-separated problems, run in this order")
-    parser.add_argument("--cheats", default=None, help="comma-separated cheat fixtures (default: all of CHEATS)")
+    parser.add_argument(
+        "--cheats", default=None, help="comma-separated cheat fixtures (default: all of CHEATS)"
+    )
     parser.add_argument("--budget-s", type=float, default=1e9, help="start no job after this many seconds")
-    parser.add_argument("--no-job-user", action="store_true",
-                        help="as root, jail jobs as root (when the interpreter lives where a job user cannot read)")
+    parser.add_argument(
+        "--no-job-user",
+        action="store_true",
+        help="as root, jail jobs as root (when the interpreter lives where a job user cannot read)",
+    )
     args = parser.parse_args()
     deadline = time.monotonic() + args.budget_s
     user = None
@@ -140,7 +180,9 @@ def main() -> int:
     }
     results: list[dict[str, Any]] = summary["results"]
     for attempt in range(args.runs):
-        for problem, kind, language, source in submissions(args.sets.split(","), only, args.cheats.split(",") if args.cheats else None):
+        for problem, kind, language, source in submissions(
+            args.sets.split(","), only, args.cheats.split(",") if args.cheats else None
+        ):
             if time.monotonic() > deadline:
                 results.append({"problem": problem, "submission": kind, "run": attempt, "skipped": "budget"})
                 continue
@@ -149,7 +191,10 @@ def main() -> int:
             job = job_for(problem, catalogue[problem].version, language, source, gpu_type)
             line = run_one(job, slot, user, cheat)
             results.append({"problem": problem, "submission": kind, "run": attempt, **line})
-            print(json.dumps({k: v for k, v in results[-1].items() if k not in ("shapes", "log")})[:400], flush=True)
+            print(
+                json.dumps({k: v for k, v in results[-1].items() if k not in ("shapes", "log")})[:400],
+                flush=True,
+            )
             _write(args.out, summary)
     _write(args.out, summary)
     print(f"{summary['false_positives']} false positives in {summary['honest_jobs']} honest runner jobs; "

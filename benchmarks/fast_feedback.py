@@ -89,24 +89,35 @@ def sample(evaluation_id: int, submitted: float) -> dict[str, Any]:
     report = evaluation.report or {}
     phases = report.get("phase_seconds") or {}
     out: dict[str, Any] = {
-        "evaluation_id": evaluation_id, "status": evaluation.status, "witnessed": bool(report.get("witnessed")),
+        "evaluation_id": evaluation_id,
+        "status": evaluation.status,
+        "witnessed": bool(report.get("witnessed")),
         "warm_spare": str((report.get("sandbox") or {}).get("start", "")).startswith("a warm spare"),
-        "shapes": len(report.get("shapes") or []), "phase_seconds": phases,
-        "wall_seconds": report.get("wall_seconds"), "message": "" if evaluation.status == "passed"
-        else evaluation.message[-1500:],
+        "shapes": len(report.get("shapes") or []),
+        "phase_seconds": phases,
+        "wall_seconds": report.get("wall_seconds"),
+        "message": "" if evaluation.status == "passed" else evaluation.message[-1500:],
         "submit_to_started_s": _since(evaluation.started_at, submitted),
         "submit_to_provisional_s": _since(evaluation.provisional_at, submitted),
         "submit_to_stored_s": _since(evaluation.finished_at, submitted),
     }
     out.update(runner_split(phases, report.get("wall_seconds")))
     # Timing quality must not move with the warm spares: each shape's ranked median and its witness.
-    out["median_us"] = {s["shape_id"]: (s.get("timing") or {}).get("median_us") for s in report.get("shapes") or []}
-    out["witness_us"] = {s["shape_id"]: (s.get("witness") or {}).get("median_us") for s in report.get("shapes") or []}
-    witnessed_shapes = [s for s in report.get("shapes") or [] if (s.get("witness") or {}).get("source") == "ncu"]
+    out["median_us"] = {
+        s["shape_id"]: (s.get("timing") or {}).get("median_us") for s in report.get("shapes") or []
+    }
+    out["witness_us"] = {
+        s["shape_id"]: (s.get("witness") or {}).get("median_us") for s in report.get("shapes") or []
+    }
+    witnessed_shapes = [
+        s for s in report.get("shapes") or [] if (s.get("witness") or {}).get("source") == "ncu"
+    ]
     if witnessed_shapes and "witness" in phases:
         out["witness_per_ranked_shape_s"] = round(phases["witness"] / len(witnessed_shapes), 3)
     if out["submit_to_provisional_s"] and out["submit_to_stored_s"]:
-        out["witnessed_over_provisional"] = round(out["submit_to_stored_s"] / out["submit_to_provisional_s"], 3)
+        out["witnessed_over_provisional"] = round(
+            out["submit_to_stored_s"] / out["submit_to_provisional_s"], 3
+        )
     return out
 
 
@@ -149,31 +160,61 @@ def run_case(cluster: Cluster, case: Case, repeats: int, gap_s: float, gpu_type:
         evaluation_id = submit(cluster, f"ff-{case.name}", case, gpu_type)
         cluster.wait_all([evaluation_id], timeout=timeout_s)
         samples.append(sample(evaluation_id, submitted))
-        print(case.name, index, json.dumps({key: value for key, value in samples[-1].items()
-                                            if key not in ("phase_seconds", "message", "median_us", "witness_us")}),
-              flush=True)
+        print(
+            case.name,
+            index,
+            json.dumps(
+                {
+                    key: value
+                    for key, value in samples[-1].items()
+                    if key not in ("phase_seconds", "message", "median_us", "witness_us")
+                }
+            ),
+            flush=True,
+        )
     return samples
 
 
 def summarise(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    keys = ["submit_to_started_s", "submit_to_provisional_s", "submit_to_stored_s", "receipt_to_hand_over_s",
-            "hand_over_to_judge_s", "receipt_to_first_test_call_s", "receipt_to_first_test_call_without_baseline_s",
-            "receipt_to_provisional_s", "receipt_to_final_s", "report_to_exit_s", "witness_per_ranked_shape_s",
-            "witnessed_over_provisional"]
+    keys = [
+        "submit_to_started_s",
+        "submit_to_provisional_s",
+        "submit_to_stored_s",
+        "receipt_to_hand_over_s",
+        "hand_over_to_judge_s",
+        "receipt_to_first_test_call_s",
+        "receipt_to_first_test_call_without_baseline_s",
+        "receipt_to_provisional_s",
+        "receipt_to_final_s",
+        "report_to_exit_s",
+        "witness_per_ranked_shape_s",
+        "witnessed_over_provisional",
+    ]
     summary: dict[str, Any] = {"n": len(samples), "statuses": sorted({s["status"] for s in samples}),
                                "warm_spare": sum(bool(s["warm_spare"]) for s in samples),
                                "witnessed": sum(bool(s["witnessed"]) for s in samples)}
     for key in keys:
         values = [s[key] for s in samples if isinstance(s.get(key), (int, float))]
         if values:
-            summary[key] = {"median": round(statistics.median(values), 3), "min": min(values), "max": max(values)}
+            summary[key] = {
+                "median": round(statistics.median(values), 3),
+                "min": min(values),
+                "max": max(values),
+            }
     shape_ids = sorted({shape for s in samples for shape, value in s.get("median_us", {}).items() if value})
-    summary["median_us"] = {shape: round(statistics.median([s["median_us"][shape] for s in samples
-                                                            if s["median_us"].get(shape)]), 3) for shape in shape_ids}
+    summary["median_us"] = {
+        shape: round(
+            statistics.median([s["median_us"][shape] for s in samples if s["median_us"].get(shape)]), 3
+        )
+        for shape in shape_ids
+    }
     phase_names = sorted({name for s in samples for name in s["phase_seconds"]})
     summary["phase_seconds_median"] = {
-        name: round(statistics.median([s["phase_seconds"][name] for s in samples if name in s["phase_seconds"]]), 3)
-        for name in phase_names}
+        name: round(
+            statistics.median([s["phase_seconds"][name] for s in samples if name in s["phase_seconds"]]), 3
+        )
+        for name in phase_names
+    }
     return summary
 
 
@@ -195,8 +236,14 @@ def check_targets(cases: dict[str, dict[str, Any]]) -> dict[str, Any]:
                                                        for name in ("vector_add_quick", "vector_add_all",
                                                                     "gemm_bf16_all")]), default=None),
     }
-    return {name: {"target": TARGETS[name], "measured": value,
-                   "met": None if value is None else value <= TARGETS[name]} for name, value in measured.items()}
+    return {
+        name: {
+            "target": TARGETS[name],
+            "measured": value,
+            "met": None if value is None else value <= TARGETS[name],
+        }
+        for name, value in measured.items()
+    }
 
 
 def gpu_facts() -> dict[str, Any]:
@@ -232,7 +279,9 @@ def main() -> None:
     parser.add_argument("--gpu-type", default="cpu", help="the GPU type the submissions target (h200, cpu)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--gap", type=float, default=None, help="seconds between submissions (GPU 25, CPU 10)")
+    parser.add_argument(
+        "--gap", type=float, default=None, help="seconds between submissions (GPU 25, CPU 10)"
+    )
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--broker", default="", help="a broker URL (redis://127.0.0.1:6399/0); default: the "
@@ -246,14 +295,25 @@ def main() -> None:
     label = "CPU development device (figures for the trend only; the targets are the H200's)" \
         if args.device == "cpu" else f"GPU {args.gpu_type}"
     result: dict[str, Any] = {
-        "benchmark": "issue 12: submit -> provisional -> witnessed through broker, site worker and runner node",
-        "device": label, "provenance": {**provenance(), **gpu_facts(),
-                                        "commit_env": os.environ.get("SOLBOARD_COMMIT", "unknown")},
-        "repeats": args.repeats, "gap_s": gap, "cases": {},
-        "broker": broker_kind(args.broker), "warm_spares": not args.no_spares,
+        "benchmark": (
+            "issue 12: submit -> provisional -> witnessed through broker, site worker and runner node"
+        ),
+        "device": label,
+        "provenance": {
+            **provenance(),
+            **gpu_facts(),
+            "commit_env": os.environ.get("SOLBOARD_COMMIT", "unknown"),
+        },
+        "repeats": args.repeats,
+        "gap_s": gap,
+        "cases": {},
+        "broker": broker_kind(args.broker),
+        "warm_spares": not args.no_spares,
     }
     stem = f"fast_feedback_{'cpu' if args.device == 'cpu' else args.gpu_type}_{result['broker']}"
-    path = args.out / f"{stem}{'_no_spares' if args.no_spares else ''}{'_' + args.tag if args.tag else ''}.json"
+    path = (
+        args.out / f"{stem}{'_no_spares' if args.no_spares else ''}{'_' + args.tag if args.tag else ''}.json"
+    )
     env = {"CELERY_BROKER_URL": args.broker} if args.broker else {}
     if args.no_spares:
         env["SOLBOARD_RUNNER_SPARES"] = "0"

@@ -59,9 +59,9 @@ def outcome(evaluation_id: int, started: float) -> dict[str, Any]:
 
 
 def gpu_holders() -> list[int]:
-    from runners import gpus
+    from runners import nvml_probe
 
-    return gpus.processes_on((0,))
+    return nvml_probe.processes_on((0,))
 
 
 def main() -> None:

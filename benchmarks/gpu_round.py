@@ -164,7 +164,9 @@ def baseline_file(problem: str) -> str:
     return str(path)
 
 
-def section_baselines(calibration: list[str], deadline: float, shapes: str, problems: list[str]) -> list[dict]:
+def section_baselines(
+    calibration: list[str], deadline: float, shapes: str, problems: list[str]
+) -> list[dict]:
     results = []
     for problem in problems:
         if time.monotonic() > deadline:
@@ -227,7 +229,9 @@ def main() -> int:
         (args.out / "native.json").write_text(json.dumps(native, indent=1))
         summary["sections"]["native"] = [_brief(item) for item in native]
     if "baselines" in sections:
-        baselines = section_baselines(calibration, deadline - 30, args.baseline_shapes, args.problems.split(","))
+        baselines = section_baselines(
+            calibration, deadline - 30, args.baseline_shapes, args.problems.split(",")
+        )
         (args.out / "baselines.json").write_text(json.dumps(baselines, indent=1))
         summary["sections"]["baselines"] = [_brief(item) for item in baselines]
     if "catalogue" in sections:

@@ -17,17 +17,28 @@ def summary(path: Path) -> list[str]:
         report = json.loads(path.read_text())
     except (OSError, ValueError) as error:
         return [f"{path.name}: no report ({error})"]
-    head = (f"{path.name}: {report['status']} in {report['wall_seconds']:.1f} s, witnessed {report['witnessed']}, "
-            f"rank_eligible {report['rank_eligible']}, score {report['problem_score']}: {report['message'][:200]}")
+    head = (
+        f"{path.name}: {report['status']} in {report['wall_seconds']:.1f} s, "
+        f"witnessed {report['witnessed']}, rank_eligible {report['rank_eligible']}, "
+        f"score {report['problem_score']}: {report['message'][:200]}"
+    )
     lines = [head]
     for shape in report["shapes"]:
-        timing, witness, ranked = shape.get("timing") or {}, shape.get("witness") or {}, shape.get("ranked_time") or {}
+        timing, witness, ranked = (
+            shape.get("timing") or {},
+            shape.get("witness") or {},
+            shape.get("ranked_time") or {},
+        )
         claim, seen, kernel = timing.get("median_us"), witness.get("median_us"), ranked.get("kernel_us")
         ratio = f"{claim / seen:.3f}" if claim and seen else "-"
-        lines.append(f"  {shape['shape_id']:32} {shape['status']:20} claim {claim} witness {seen} "
-                     f"(claim/witness {ratio}, {witness.get('kernels_per_call')} kernels, calls {witness.get('calls_us')}) "
-                     f"ranked {kernel} baseline {ranked.get('baseline_us')} score {(shape.get('sol') or {}).get('score')} "
-                     f"{shape.get('message', '')[:160]}")
+        lines.append(
+            f"  {shape['shape_id']:32} {shape['status']:20} claim {claim} witness {seen} "
+            f"(claim/witness {ratio}, {witness.get('kernels_per_call')} kernels, "
+            f"calls {witness.get('calls_us')}) "
+            f"ranked {kernel} baseline {ranked.get('baseline_us')} "
+            f"score {(shape.get('sol') or {}).get('score')} "
+            f"{shape.get('message', '')[:160]}"
+        )
     return lines
 
 

@@ -83,12 +83,22 @@ def run_one(name: str, source: str, limits: JobLimits, ctx: execute.Context) -> 
                               "seconds": round(time.monotonic() - began, 1)}
     report = result.report
     if report is not None:
-        row.update(status=report.status.value, report_message=report.message[:800], log_tail=report.log[-1500:],
-                   sandbox=report.sandbox, refused_calls="Operation not permitted" in report.log,
-                   shapes=[{"shape": shape.shape_id, "status": shape.status.value,
-                            "witness": shape.witness.model_dump(mode="json") if shape.witness else None,
-                            "profile": bool(shape.profile and shape.profile.available)}
-                           for shape in report.shapes])
+        row.update(
+            status=report.status.value,
+            report_message=report.message[:800],
+            log_tail=report.log[-1500:],
+            sandbox=report.sandbox,
+            refused_calls="Operation not permitted" in report.log,
+            shapes=[
+                {
+                    "shape": shape.shape_id,
+                    "status": shape.status.value,
+                    "witness": shape.witness.model_dump(mode="json") if shape.witness else None,
+                    "profile": bool(shape.profile and shape.profile.available),
+                }
+                for shape in report.shapes
+            ],
+        )
     else:
         row["log_tail"] = result.log[-3000:]
     return row
@@ -110,7 +120,9 @@ def main() -> None:
     root.mkdir(exist_ok=True)
     os.chmod(root, 0o755)
     slot = Slot(key="gpu0", device="cuda", gpu_type="h200", gpu_indices=(0,), queue="gpu.h200.x1")
-    ctx = execute.Context(node="proof", slot=slot, state=StateDir(root / "state"), users=identities.Rotation(block))
+    ctx = execute.Context(
+        node="proof", slot=slot, state=StateDir(root / "state"), users=identities.Rotation(block)
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for name, (source, limits) in sources().items():

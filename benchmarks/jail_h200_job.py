@@ -39,12 +39,24 @@ print("nvidia", sorted(p for p in os.listdir("/dev") if p.startswith("nvidia")))
 
 def cuda_job(root: Path, user: sandbox.JobUser | None, disabled: frozenset[str]) -> None:
     with sandbox.Scratch(root / "scratch", user) as scratch:
-        env = {"PATH": execute.job_path(), "HOME": str(scratch.path), "LANG": "C.UTF-8", "CUDA_VISIBLE_DEVICES": "0"}
+        env = {
+            "PATH": execute.job_path(),
+            "HOME": str(scratch.path),
+            "LANG": "C.UTF-8",
+            "CUDA_VISIBLE_DEVICES": "0",
+        }
         started = time.monotonic()
         spec = sandbox.Spec(argv=[sys.executable, "-c", CUDA_JOB], env=env, user=user, disabled=disabled,
                             limits=sandbox.Limits(wall_seconds=120))
         result = sandbox.run(spec, scratch.path)
-    print("=== disabled", sorted(disabled), "rc", result.returncode, "wall", round(time.monotonic() - started, 2))
+    print(
+        "=== disabled",
+        sorted(disabled),
+        "rc",
+        result.returncode,
+        "wall",
+        round(time.monotonic() - started, 2),
+    )
     print(result.stdout.decode())
     print(result.stderr.decode()[-3000:])
     print(json.dumps(result.jail, indent=1))
@@ -56,9 +68,19 @@ def ranked_job(root: Path, users: identities.Rotation) -> None:
     source = Path("examples/python/vector_add.py").read_text()
     slot = Slot(key="gpu0", device="cuda", gpu_type="h200", gpu_indices=(0,), queue="gpu.h200.x1")
     ctx = execute.Context(node="jail-check", slot=slot, state=StateDir(root / "state"), users=users)
-    job = Job(job_id="jail-gpu-1", evaluation_id=1, problem="vector_add", problem_version=1, language="python",
-              source=source, source_sha256=hashlib.sha256(source.encode()).hexdigest(), mode="ranked",
-              seed=987654321, shapes="quick", gpu_type="h200")
+    job = Job(
+        job_id="jail-gpu-1",
+        evaluation_id=1,
+        problem="vector_add",
+        problem_version=1,
+        language="python",
+        source=source,
+        source_sha256=hashlib.sha256(source.encode()).hexdigest(),
+        mode="ranked",
+        seed=987654321,
+        shapes="quick",
+        gpu_type="h200",
+    )
     started = time.monotonic()
     outcome = execute.run(job, ctx, lambda: None)
     print("=== execute.run ranked vector_add:", outcome.outcome, outcome.message[:2000],

@@ -56,7 +56,9 @@ def sample(row: dict[str, Any]) -> dict[str, Any]:
     (epoch s or None), gpu_seconds, report, owner, problem, message."""
     report = row.get("report") or {}
     phases = report.get("phase_seconds") or {}
-    out: dict[str, Any] = {key: row.get(key) for key in ("evaluation_id", "owner", "problem", "status", "gpu_seconds")}
+    out: dict[str, Any] = {
+        key: row.get(key) for key in ("evaluation_id", "owner", "problem", "status", "gpu_seconds")
+    }
     out.update(witnessed=bool(report.get("witnessed")), shapes=len(report.get("shapes") or []),
                warm_spare_id=(report.get("sandbox") or {}).get("warm_spare_id"),
                kernel_seconds=round(kernel_seconds(report), 4), phase_seconds=phases)
@@ -68,13 +70,17 @@ def sample(row: dict[str, Any]) -> dict[str, Any]:
     if row.get("started") is not None and "receipt_to_hand_over_s" in out:
         # job_started leaves the runner just before the hand-over; the site worker handles it
         # after whatever it was storing: an upper bound of the receipt on the site's clock.
-        out["submit_to_receipt_s"] = round(row["started"] - out["receipt_to_hand_over_s"] - row["submitted"], 3)
+        out["submit_to_receipt_s"] = round(
+            row["started"] - out["receipt_to_hand_over_s"] - row["submitted"], 3
+        )
     if None not in (row.get("provisional"), row.get("finished")) and "receipt_to_exit_s" in out \
             and "receipt_to_provisional_s" in out:
         # Both stored by the site worker as they came: its provisional -> stored, less the
         # runner's provisional -> exit, is the delivery and storage after the judge's exit.
         site = row["finished"] - row["provisional"]
-        out["exit_to_stored_s"] = round(max(site - (out["receipt_to_exit_s"] - out["receipt_to_provisional_s"]), 0.0), 3)
+        out["exit_to_stored_s"] = round(
+            max(site - (out["receipt_to_exit_s"] - out["receipt_to_provisional_s"]), 0.0), 3
+        )
         out["receipt_to_stored_s"] = round(out["receipt_to_exit_s"] + out["exit_to_stored_s"], 3)
     notes = " ".join(report.get("notes") or [])
     found = WITNESS_PROCESSES.search(notes)
@@ -96,13 +102,24 @@ def percentiles(values: list[float]) -> dict[str, float] | None:
             "min": ordered[0]}
 
 
-LATENCIES = ("submit_to_receipt_s", "receipt_to_hand_over_s", "receipt_to_provisional_s", "receipt_to_final_s",
-             "exit_to_stored_s", "receipt_to_stored_s", "submit_to_provisional_s", "submit_to_stored_s",
-             "final_over_provisional")
+LATENCIES = (
+    "submit_to_receipt_s",
+    "receipt_to_hand_over_s",
+    "receipt_to_provisional_s",
+    "receipt_to_final_s",
+    "exit_to_stored_s",
+    "receipt_to_stored_s",
+    "submit_to_provisional_s",
+    "submit_to_stored_s",
+    "final_over_provisional",
+)
 
 
 def latency_table(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    return {key: percentiles([s[key] for s in samples if isinstance(s.get(key), (int, float))]) for key in LATENCIES}
+    return {
+        key: percentiles([s[key] for s in samples if isinstance(s.get(key), (int, float))])
+        for key in LATENCIES
+    }
 
 
 BETWEEN_JOBS = "spares' device warm-up before their job's receipt (GPU locks held, on no job's clock)"
@@ -129,7 +146,9 @@ def where_time_goes(samples: list[dict[str, Any]]) -> dict[str, Any]:
             parts[name] += seconds
             known += seconds
         if "receipt_to_final_s" in s:
-            parts["final report -> judge's exit and clean-up"] += s["receipt_to_exit_s"] - s["receipt_to_final_s"]
+            parts["final report -> judge's exit and clean-up"] += (
+                s["receipt_to_exit_s"] - s["receipt_to_final_s"]
+            )
             parts["exit -> stored (delivery, site)"] += s["exit_to_stored_s"]
             known += span - s["receipt_to_final_s"]
         parts["other (judge's bookkeeping, stream)"] += max(span - known, 0.0)
@@ -174,20 +193,46 @@ def back_to_back_summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
     """Issue 36's target: the last of N back-to-back submissions, provisional within 3 s of its
     receipt and witnessed within 2x that."""
     ordered = sorted(samples, key=lambda s: s["evaluation_id"])
-    rows = [{"index": index + 1, **{key: s.get(key) for key in
-             ("receipt_to_hand_over_s", "receipt_to_provisional_s", "receipt_to_final_s", "receipt_to_stored_s",
-              "final_over_provisional", "submit_to_provisional_s", "submit_to_stored_s", "witnessed",
-              "witness_gpu_processes")},
-             "spare_warm_s": s["phase_seconds"].get("runner.spare_warm"),
-             "spare_warmed_by_job": s["phase_seconds"].get("runner.spare_warmed_by_job")}
-            for index, s in enumerate(ordered)]
+    rows = [
+        {
+            "index": index + 1,
+            **{
+                key: s.get(key)
+                for key in (
+                    "receipt_to_hand_over_s",
+                    "receipt_to_provisional_s",
+                    "receipt_to_final_s",
+                    "receipt_to_stored_s",
+                    "final_over_provisional",
+                    "submit_to_provisional_s",
+                    "submit_to_stored_s",
+                    "witnessed",
+                    "witness_gpu_processes",
+                )
+            },
+            "spare_warm_s": s["phase_seconds"].get("runner.spare_warm"),
+            "spare_warmed_by_job": s["phase_seconds"].get("runner.spare_warmed_by_job"),
+        }
+        for index, s in enumerate(ordered)
+    ]
     last = rows[-1] if rows else {}
     provisional, final = last.get("receipt_to_provisional_s"), last.get("receipt_to_final_s")
-    return {"per_submission": rows, "last": last, "targets": {
-        "last_receipt_to_provisional_s": {"target": 3.0, "measured": provisional,
-                                          "met": None if provisional is None else provisional <= 3.0},
-        "last_final_over_provisional": {"target": 2.0, "measured": last.get("final_over_provisional"),
-                                        "met": None if final is None or not provisional else final <= 2 * provisional}}}
+    return {
+        "per_submission": rows,
+        "last": last,
+        "targets": {
+            "last_receipt_to_provisional_s": {
+                "target": 3.0,
+                "measured": provisional,
+                "met": None if provisional is None else provisional <= 3.0,
+            },
+            "last_final_over_provisional": {
+                "target": 2.0,
+                "measured": last.get("final_over_provisional"),
+                "met": None if final is None or not provisional else final <= 2 * provisional,
+            },
+        },
+    }
 
 
 def longest_run(owners: list[str]) -> int:
@@ -205,11 +250,21 @@ def fairness_summary(samples: list[dict[str, Any]], starts: dict[int, float]) ->
     owners = [s["owner"] for s in ordered]
     ids = [s["warm_spare_id"] for s in samples if s["warm_spare_id"]]
     users = sorted(set(owners))
-    return {"start_order": owners, "longest_turn_of_one_user": longest_run(owners),
-            "per_user": {user: {"jobs": owners.count(user),
-                                "gpu_seconds": round(sum(s["gpu_seconds"] or 0.0 for s in samples if s["owner"] == user), 3),
-                                "latency": latency_table([s for s in samples if s["owner"] == user])}
-                         for user in users},
-            "spares": {"jobs_in_a_spare": len(ids), "distinct": len(set(ids)),
-                       "shared_between_jobs": len(ids) - len(set(ids))},
-            "statuses": sorted({s["status"] for s in samples})}
+    return {
+        "start_order": owners,
+        "longest_turn_of_one_user": longest_run(owners),
+        "per_user": {
+            user: {
+                "jobs": owners.count(user),
+                "gpu_seconds": round(sum(s["gpu_seconds"] or 0.0 for s in samples if s["owner"] == user), 3),
+                "latency": latency_table([s for s in samples if s["owner"] == user]),
+            }
+            for user in users
+        },
+        "spares": {
+            "jobs_in_a_spare": len(ids),
+            "distinct": len(set(ids)),
+            "shared_between_jobs": len(ids) - len(set(ids)),
+        },
+        "statuses": sorted({s["status"] for s in samples}),
+    }

@@ -27,9 +27,10 @@ if __package__ in (None, "") and str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _bench beside it
 
-from _bench import provenance as bench_provenance
+# Both need the sys.path entries above (run as a file, not as a module).
+from _bench import provenance as bench_provenance  # noqa: E402
 
-from evaluator.api import EvaluationRequest, evaluate
+from evaluator.api import EvaluationRequest, evaluate  # noqa: E402
 
 GOOD = {
     "vector_add": REPO / "tests/fixtures/good/baseline.py",
@@ -58,7 +59,9 @@ def provenance() -> dict[str, Any]:
     }
 
 
-def run(problem: str, shape_id: str, mode: Literal["test", "ranked"] = "ranked", profile: bool = False) -> Any:
+def run(
+    problem: str, shape_id: str, mode: Literal["test", "ranked"] = "ranked", profile: bool = False
+) -> Any:
     request = EvaluationRequest(
         problem=problem, file=GOOD[problem], device="cuda", mode=mode, shape_ids=(shape_id,), profile=profile
     )

@@ -31,8 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch
 import torch.distributed as dist
@@ -44,6 +43,8 @@ from evaluator.harness.rank import RankContext, join_group
 from evaluator.problems import Problem, Shape, get_problem
 from evaluator.problems.attention_fwd.reference import cudnn_forward as attention_fwd_cudnn
 from evaluator.problems.ring_attention_fwd.reference import flash_forward, ring
+
+REPO = Path(__file__).resolve().parent.parent
 
 RankBaseline = Callable[..., None]
 WARMUP, ITERATIONS = 3, 15
@@ -89,15 +90,15 @@ def cudnn_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[to
     return result[0], result[1].reshape(q.shape[:-1])
 
 
-def ring_with_cudnn(ctx: RankContext, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor,
+def ring_with_cudnn(ctx: RankContext, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
                     LSE: torch.Tensor) -> None:
     """The baseline's ring with cuDNN's forward per chunk (1.62-1.76x FlashAttention-2's for
     attention_fwd on one H200: benchmarks/results/baseline_audit.md)."""
-    ring(ctx, q, k, v, O, LSE, cudnn_forward)
+    ring(ctx, q, k, v, o, LSE, cudnn_forward)
 
 
 def gathered_keys_and_values(attend: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> RankBaseline:
-    def run(ctx: RankContext, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor,
+    def run(ctx: RankContext, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
             LSE: torch.Tensor) -> None:
         """Every chunk's keys and values all-gathered (one collective of 4BHSD/W bytes a rank), laid
         out as the whole sequence, then one attention call over all S keys: no merge, no overlap."""
@@ -106,24 +107,34 @@ def gathered_keys_and_values(attend: Callable[..., tuple[torch.Tensor, torch.Ten
         all_gather_into(everyone, kv, ctx.group)
         whole = everyone.permute(1, 2, 3, 0, 4, 5).reshape(2, k.shape[0], k.shape[1], -1, k.shape[3])
         out, lse = attend(q, whole[0], whole[1])
-        O.copy_(out)
+        o.copy_(out)
         LSE.copy_(lse)
     return run
 
 
 CANDIDATES: dict[str, list[Candidate]] = {
     "vocab_parallel_logprob": [
-        Candidate("local_logsumexp_one_all_gather", logprob_local_logsumexp_one_all_gather,
-                  "not measured yet: fewer collectives (1 against 3) should matter at T = 1k, where each "
-                  "all-reduce's latency is a large part of the call", cuda_only=False),
+        Candidate(
+            "local_logsumexp_one_all_gather",
+            logprob_local_logsumexp_one_all_gather,
+            "not measured yet: fewer collectives (1 against 3) should matter at T = 1k, where each "
+            "all-reduce's latency is a large part of the call",
+            cuda_only=False,
+        ),
     ],
     "ring_attention_fwd": [
         Candidate("ring_cudnn", ring_with_cudnn, "not measured yet: cuDNN's forward won on one GPU"),
-        Candidate("all_gathered_kv_flash", gathered_keys_and_values(flash_forward),
-                  "not measured yet: no overlap of the transfer with the attention, but one call and no merge",
-                  cuda_only=False),
-        Candidate("all_gathered_kv_cudnn", gathered_keys_and_values(cudnn_forward),
-                  "not measured yet: as all_gathered_kv_flash, through cuDNN"),
+        Candidate(
+            "all_gathered_kv_flash",
+            gathered_keys_and_values(flash_forward),
+            "not measured yet: no overlap of the transfer with the attention, but one call and no merge",
+            cuda_only=False,
+        ),
+        Candidate(
+            "all_gathered_kv_cudnn",
+            gathered_keys_and_values(cudnn_forward),
+            "not measured yet: as all_gathered_kv_flash, through cuDNN",
+        ),
     ],
 }
 
@@ -180,7 +191,7 @@ def run_variant(ctx: RankContext, run: RankBaseline, args: tuple[torch.Tensor, .
     error = None
     try:
         run(ctx, *args)
-    except Exception as raised:  # noqa: BLE001 - a candidate this torch, GPU or backend cannot run
+    except Exception as raised:  # a candidate this torch, GPU or backend cannot run
         error = f"{type(raised).__name__}: {raised}"[:500]
     if any_rank_failed(ctx, error is not None):
         return error or "failed on another rank"
@@ -193,8 +204,17 @@ def measure_shape(ctx: RankContext, problem: Problem, shape: Shape, variants: di
     and shared by the variants (the reference at 64k tokens takes seconds)."""
     module = problem.reference_module()
     axes = problem.axes_at(shape.axes, ctx.world_size)
-    rows: dict[str, dict[str, Any]] = {variant: {"problem": problem.name, "version": problem.version, "shape": shape.shape_id,
-                      "world_size": ctx.world_size, "variant": variant, "margins": {}} for variant in variants}
+    rows: dict[str, dict[str, Any]] = {
+        variant: {
+            "problem": problem.name,
+            "version": problem.version,
+            "shape": shape.shape_id,
+            "world_size": ctx.world_size,
+            "variant": variant,
+            "margins": {},
+        }
+        for variant in variants
+    }
     for distribution in problem.distributions:
         global_inputs = module.generate_inputs(axes, 1, ctx.device, distribution)
         expected = module.rank_outputs(module.reference(global_inputs, axes), axes, ctx.rank)
@@ -238,9 +258,13 @@ def rank_main(rank: int, world_size: int, device: str, store_path: str, names: l
 def write_result(rows: list[dict[str, Any]], device: str, out: str | None) -> None:
     result = {
         "provenance": provenance(device),
-        "timer": "CUDA events, the slowest rank, median" if device == "cuda" else "none (CPU: correctness only)",
-        "candidates": {name: [{"name": c.name, "why_not": c.why_not} for c in items]
-                       for name, items in CANDIDATES.items()},
+        "timer": "CUDA events, the slowest rank, median"
+        if device == "cuda"
+        else "none (CPU: correctness only)",
+        "candidates": {
+            name: [{"name": c.name, "why_not": c.why_not} for c in items]
+            for name, items in CANDIDATES.items()
+        },
         "rows": rows,
     }
     if out:
@@ -250,16 +274,27 @@ def write_result(rows: list[dict[str, Any]], device: str, out: str | None) -> No
 
 def failed_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The current baselines that erred or missed their tolerance (candidates may: they are recorded)."""
-    return [row for row in rows if row["variant"] == "current" and (
-        "error" in row or any(o["matched"] < o["required"] for d in row["margins"].values() for o in d.values()))]
+    return [
+        row
+        for row in rows
+        if row["variant"] == "current"
+        and (
+            "error" in row
+            or any(o["matched"] < o["required"] for d in row["margins"].values() for o in d.values())
+        )
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cuda", "cpu"])
+    parser.add_argument(
+        "--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cuda", "cpu"]
+    )
     parser.add_argument("--problems", default=",".join(DEFAULT_PROBLEMS))
     parser.add_argument("--world-size", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="quick shapes on GPUs (the CPU always takes its own)")
+    parser.add_argument(
+        "--quick", action="store_true", help="quick shapes on GPUs (the CPU always takes its own)"
+    )
     parser.add_argument("--out", type=Path, required=True, help="JSON file")
     args = parser.parse_args(argv)
     if args.device == "cuda" and torch.cuda.device_count() < args.world_size:

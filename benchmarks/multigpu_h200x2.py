@@ -36,14 +36,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _bench beside it
 
 from _bench import provenance as bench_provenance
 
+REPO = Path(__file__).resolve().parent.parent
+
 #: What the harness sets in every rank (evaluator/harness/multi_env.py): the measurement matches.
-MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+MULTICAST_OFF = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
 FIXTURES = REPO / "tests" / "fixtures" / "multi"
 #: The recorded busbw of two H200s (benchmarks/results/multigpu.md): a later run with PARTS=jobs
 #: reads it when its own folder has no busbw.json.
@@ -58,9 +63,12 @@ def provenance() -> dict[str, Any]:
     try:
         import torch
 
-        facts.update(torch=torch.__version__, cuda=torch.version.cuda,
-                     nccl=".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None)
-    except Exception as error:  # noqa: BLE001 - provenance is best effort
+        facts.update(
+            torch=torch.__version__,
+            cuda=torch.version.cuda,
+            nccl=".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None,
+        )
+    except Exception as error:  # provenance is best effort
         facts["torch_error"] = str(error)
     facts["gpus"] = nvml_gpus()
     return facts
@@ -80,7 +88,7 @@ def nvml_gpus() -> list[dict[str, Any]]:
                          "driver": driver.decode() if isinstance(driver, bytes) else driver,
                          "uuid": str(pynvml.nvmlDeviceGetUUID(handle))})
         return gpus
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:
         return [{"error": str(error)}]
 
 
@@ -121,12 +129,16 @@ def write(path: Path, data: dict[str, Any]) -> None:
 def part_busbw(out: Path, world_size: int) -> float | None:
     from evaluator.harness.link_bandwidth import measure as measure_busbw
 
-    data: dict[str, Any] = {"provenance": provenance(), "world_size": world_size, "multicast_off": MULTICAST_OFF}
+    data: dict[str, Any] = {
+        "provenance": provenance(),
+        "world_size": world_size,
+        "multicast_off": MULTICAST_OFF,
+    }
     try:  # the runner's link calibration measures the same way (python -m evaluator calibrate --world-size N)
         link = measure_busbw(world_size, DEVICE)
         data.update(method=link["method"], rows=link["rows"], best_busbw_gbps=link["best_busbw_gbps"])
         data["datasheet_gbps_per_direction"] = 450.0 if DEVICE == "cuda" else None
-    except Exception as error:  # noqa: BLE001 - recorded, the other parts still run
+    except Exception as error:  # recorded, the other parts still run
         data["error"] = f"{type(error).__name__}: {error}"
     data["gpus_after"] = gpus_free_after(list(range(world_size)))
     write(out / "busbw.json", data)
@@ -136,12 +148,16 @@ def part_busbw(out: Path, world_size: int) -> float | None:
 # ---------------------------------------------------------------- evaluator jobs
 
 
-def run_evaluator(problem: str, source: Path, world_size: int, extra: list[str], timeout_s: float) -> dict[str, Any]:
+def run_evaluator(
+    problem: str, source: Path, world_size: int, extra: list[str], timeout_s: float
+) -> dict[str, Any]:
     argv = [sys.executable, "-m", "evaluator", "run", problem, str(source), "--device", DEVICE, "--json",
             "--world-size", str(world_size), *extra]
     began = time.monotonic()
     try:
-        result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout_s, check=False)
+        result = subprocess.run(
+            argv, cwd=REPO, capture_output=True, text=True, timeout=timeout_s, check=False
+        )
     except subprocess.TimeoutExpired:
         return {"argv": argv[2:], "error": f"the evaluator ran past {timeout_s:.0f} s", "wall_s": timeout_s}
     job: dict[str, Any] = {"argv": argv[2:], "returncode": result.returncode,
@@ -150,24 +166,45 @@ def run_evaluator(problem: str, source: Path, world_size: int, extra: list[str],
         job["stderr_tail"] = result.stderr[-4000:]
         return job
     report = json.loads(result.stdout)
-    job.update(status=report["status"], message=report["message"][:1000], world_size=report.get("world_size"),
-               notes=report["notes"][:20], flags=report["flags"], phase_seconds=report["phase_seconds"],
-               device=report["device"], log_tail=report["log"][-3000:], shapes=[_shape(s) for s in report["shapes"]])
+    job.update(
+        status=report["status"],
+        message=report["message"][:1000],
+        world_size=report.get("world_size"),
+        notes=report["notes"][:20],
+        flags=report["flags"],
+        phase_seconds=report["phase_seconds"],
+        device=report["device"],
+        log_tail=report["log"][-3000:],
+        shapes=[_shape(s) for s in report["shapes"]],
+    )
     return job
 
 
 def _shape(shape: dict[str, Any]) -> dict[str, Any]:
-    timing, baseline, sol = shape.get("timing") or {}, shape.get("baseline_timing") or {}, shape.get("sol") or {}
+    timing, baseline, sol = (
+        shape.get("timing") or {},
+        shape.get("baseline_timing") or {},
+        shape.get("sol") or {},
+    )
     return {
-        "shape_id": shape["shape_id"], "status": shape["status"], "message": shape["message"][:500],
-        "kernel_median_us": timing.get("median_us"), "kernel_ci95_rel": timing.get("ci95_half_width_rel"),
-        "kernel_n": timing.get("n"), "kernel_rank_median_us": timing.get("rank_median_us"),
-        "baseline_median_us": baseline.get("median_us"), "baseline_rank_median_us": baseline.get("rank_median_us"),
-        "t_sol_us": sol.get("t_sol_us"), "bound": sol.get("bound"), "comm_bytes": sol.get("comm_bytes"),
+        "shape_id": shape["shape_id"],
+        "status": shape["status"],
+        "message": shape["message"][:500],
+        "kernel_median_us": timing.get("median_us"),
+        "kernel_ci95_rel": timing.get("ci95_half_width_rel"),
+        "kernel_n": timing.get("n"),
+        "kernel_rank_median_us": timing.get("rank_median_us"),
+        "baseline_median_us": baseline.get("median_us"),
+        "baseline_rank_median_us": baseline.get("rank_median_us"),
+        "t_sol_us": sol.get("t_sol_us"),
+        "bound": sol.get("bound"),
+        "comm_bytes": sol.get("comm_bytes"),
         "sol_fraction_datasheet": sol.get("sol_fraction"),
         "t_sol_calibrated_us": sol.get("t_sol_attainable_us"),
         "sol_fraction_calibrated": sol.get("sol_fraction_attainable"),
-        "score": sol.get("score"), "speedup": sol.get("speedup"), "faster_than_light": sol.get("faster_than_light"),
+        "score": sol.get("score"),
+        "speedup": sol.get("speedup"),
+        "faster_than_light": sol.get("faster_than_light"),
         "wall_seconds": shape.get("wall_seconds"),
         # The judge's clock per iteration [median, 10th percentile]: the honest figures a
         # judge's-clock witness on the GPU would set its tolerance from.
@@ -196,7 +233,9 @@ def part_jobs(out: Path, world_size: int, shapes: str, busbw_gbps: float | None,
         baseline = scratch / f"{problem}_baseline.py"
         baseline.write_text(f"from evaluator.problems.{problem}.reference import baseline as kernel\n")
         submissions = [("baseline", baseline), ("example", REPO / "examples" / "python" / f"{problem}.py")]
-        overlapped = REPO / "examples" / "python" / f"{problem}_overlap.py"  # allgather_gemm, gemm_reducescatter
+        overlapped = (
+            REPO / "examples" / "python" / f"{problem}_overlap.py"
+        )  # allgather_gemm, gemm_reducescatter
         if overlapped.exists():
             submissions.append(("overlap", overlapped))
         for kind, source in submissions:
@@ -224,24 +263,36 @@ def part_failures(out: Path, world_size: int, deadline: float) -> None:
         if deadline - time.monotonic() < 90:
             data["jobs"].append({"fixture": fixture, "skipped": "device budget spent"})
             continue
-        job = {"fixture": fixture, "expected": expected,
-               **run_evaluator("allreduce", FIXTURES / fixture, world_size, ["--shapes", "quick", *extra], 300)}
+        job = {
+            "fixture": fixture,
+            "expected": expected,
+            **run_evaluator("allreduce", FIXTURES / fixture, world_size, ["--shapes", "quick", *extra], 300),
+        }
         job["gpus_after"] = gpus_free_after(list(range(world_size)))
         job["as_expected"] = job.get("status") == expected and job["gpus_after"]["free"]
         data["jobs"].append(job)
         write(out / "failures.json", data)
-        print(f"{fixture}: {job.get('status')} (expected {expected}); GPUs free: {job['gpus_after']['free']}", flush=True)
+        print(
+            f"{fixture}: {job.get('status')} (expected {expected}); GPUs free: {job['gpus_after']['free']}",
+            flush=True,
+        )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--parts", default="busbw,jobs,failures")
     parser.add_argument("--budget-s", type=float, default=1500)
     parser.add_argument("--world-size", type=int, default=2)
     parser.add_argument("--shapes", choices=["all", "quick", "ranked"], default="all")
-    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a dry run of this script")
-    parser.add_argument("--problems", default="", help="comma-separated multi-GPU problems (default: all, in order)")
+    parser.add_argument(
+        "--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a dry run of this script"
+    )
+    parser.add_argument(
+        "--problems", default="", help="comma-separated multi-GPU problems (default: all, in order)"
+    )
     args = parser.parse_args()
     global DEVICE
     DEVICE = args.device

@@ -83,13 +83,35 @@ def preflight(example: Example) -> str:
 
 def run(example: Example, shapes: str, timeout_s: float, out: Path, device: str = "cuda") -> dict[str, Any]:
     """The report of one ranked evaluation, or {'failure': words} when none came back."""
-    command = [sys.executable, "-m", "evaluator", "run", example.problem, str(REPO / example.path), "--language",
-               language_of(example.path), "--mode", "ranked", "--secret-seed-stdin", "--shapes", shapes, "--json",
-               "--device", device]
+    command = [
+        sys.executable,
+        "-m",
+        "evaluator",
+        "run",
+        example.problem,
+        str(REPO / example.path),
+        "--language",
+        language_of(example.path),
+        "--mode",
+        "ranked",
+        "--secret-seed-stdin",
+        "--shapes",
+        shapes,
+        "--json",
+        "--device",
+        device,
+    ]
     started = time.monotonic()
     try:
-        done = subprocess.run(command, input=SECRET_SEED + "\n", capture_output=True, text=True, timeout=timeout_s,
-                              cwd=REPO, check=False)
+        done = subprocess.run(
+            command,
+            input=SECRET_SEED + "\n",
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            cwd=REPO,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         return {"failure": f"the evaluator ran past {timeout_s:.0f} s and was stopped"}
     (out / f"{example.name}.stderr.log").write_text(done.stderr)
@@ -127,8 +149,11 @@ def first_failure(shape: dict[str, Any]) -> str:
         for output, stats in check.get("errors", {}).items():
             worst = (stats.get("worst") or [None])[0]
             if worst:
-                return (f"{where}: {output}{worst['index']} = {worst['got']} expected {worst['expected']:.6g} "
-                        f"(matched {stats.get('matched_ratio', 0):.6f}, non-finite {stats.get('nonfinite_count')})")
+                return (
+                    f"{where}: {output}{worst['index']} = {worst['got']} "
+                    f"expected {worst['expected']:.6g} (matched {stats.get('matched_ratio', 0):.6f}, "
+                    f"non-finite {stats.get('nonfinite_count')})"
+                )
         return f"{where}: {check.get('message', '')[:200]}"
     return (shape.get("message") or "")[:300]
 
@@ -136,11 +161,16 @@ def first_failure(shape: dict[str, Any]) -> str:
 def shape_row(shape: dict[str, Any]) -> str:
     timing, sol, witness = shape.get("timing") or {}, shape.get("sol") or {}, shape.get("witness") or {}
     counts = executed_counts(shape)
-    executed = " ".join(f"{name}={count:,}" for name, count in counts.items() if count) or "no executed counts"
+    executed = (
+        " ".join(f"{name}={count:,}" for name, count in counts.items() if count) or "no executed counts"
+    )
     line = f"  {shape['shape_id']:<34} {shape['status']:<20}"
     if shape["status"] == "PASSED":
-        line += (f" {timing.get('median_us', float('nan')):>10.1f} us  SOL {sol.get('sol_fraction', 0):.3f}"
-                 f"  x{sol.get('speedup', 0):.2f}  witness {'yes' if witness.get('confirmed') else 'NO'}  {executed}")
+        line += (
+            f" {timing.get('median_us', float('nan')):>10.1f} us  SOL {sol.get('sol_fraction', 0):.3f}"
+            f"  x{sol.get('speedup', 0):.2f}"
+            f"  witness {'yes' if witness.get('confirmed') else 'NO'}  {executed}"
+        )
     else:
         line += f" {first_failure(shape)}"
     return line

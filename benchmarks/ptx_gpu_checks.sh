@@ -3,7 +3,7 @@
 #   1. tests/evaluator/test_ptx_gpu.py (examples correct; fault -> RUNTIME_ERROR; spin -> TIMEOUT; wgmma PASSED)
 #   2. every example through `python -m evaluator run` in test mode (quick shapes)
 #   3. the wgmma+TMA example in ranked mode (cold L2, SOL, score against cuBLAS)
-#   4. ncu per-opcode executed counts of the wgmma example (the format evidence.py parses)
+#   4. ncu per-opcode executed counts of the wgmma example (the format feature_evidence.py parses)
 # Usage (repository root, CUDA machine): OUT=folder sh benchmarks/ptx_gpu_checks.sh   (8 files)
 OUT=${OUT:?set OUT to the folder that receives the results}
 mkdir -p "$OUT"
@@ -23,4 +23,4 @@ timeout 90 ncu --clock-control none --metrics sass__inst_executed_per_opcode \
     -k regex:gemm_bf16_wgmma -c 1 --export /tmp/wgmma --force-overwrite \
     python3 benchmarks/ptx_smoke.py --one > "$OUT/ncu_export.log" 2>&1
 ncu --import /tmp/wgmma.ncu-rep --csv --page raw --print-metric-instances details > "$OUT/ncu_opcodes_details.csv" 2>&1
-python3 -c "import sys; from evaluator.ptx.evidence import executed_opcodes_from_raw_csv as f, families_from_opcodes as g; print('ncu executed:', {k: g(v) for k, v in f(open(sys.argv[1]).read()).items()})" "$OUT/ncu_opcodes_details.csv"
+python3 -c "import sys; from evaluator.ptx.feature_evidence import executed_opcodes_from_raw_csv as f, families_from_opcodes as g; print('ncu executed:', {k: g(v) for k, v in f(open(sys.argv[1]).read()).items()})" "$OUT/ncu_opcodes_details.csv"

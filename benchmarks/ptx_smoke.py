@@ -178,7 +178,10 @@ SIDE_RUNS = [
         "-m evaluator run vector_add tests/fixtures/ptx/spin.ptx --language ptx --time-limit-test 10 --json",
     ),
 ]
-NCU = "ncu --clock-control none --metrics sass__inst_executed_per_opcode --print-metric-instances details --csv -k regex:gemm_bf16_wgmma -c 1"
+NCU = (
+    "ncu --clock-control none --metrics sass__inst_executed_per_opcode --print-metric-instances details"
+    " --csv -k regex:gemm_bf16_wgmma -c 1"
+)
 
 
 def side_runs(out: Path, log: list[str]) -> None:
@@ -214,7 +217,8 @@ def one_launch() -> int:
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        f"{'kernel':28} {'shape':22} {'status':8} {'max_err':>9} {'us':>9} {'TFLOP/s':>8} {'xcuBLAS':>7} {'SOL':>6}"
+        f"{'kernel':28} {'shape':22} {'status':8} {'max_err':>9} {'us':>9} "
+        f"{'TFLOP/s':>8} {'xcuBLAS':>7} {'SOL':>6}"
     ]
     for r in rows:
         shape = "x".join(str(v) for v in r["axes"].values())

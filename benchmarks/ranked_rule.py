@@ -5,11 +5,10 @@ honest), and how much a claim rewritten downwards still gains (what it leaves a 
     python benchmarks/ranked_rule.py [--record FILE] [--since 2026-12-02T13] [--forged 0.91]
 
 Reads the compact record of runner jobs (``benchmarks/results/data/runner_jobs_h200.json``, made by
-``benchmarks/runner_record.py``; its sources run at or after ``--since``): examples and baselines
-through a runner, cheats left out. For each ranked shape: the child's median (the honest claim),
-ncu's witness and its kernels per call. The forger is the same kernel with its median rewritten to ``forged`` x the claim;
-its gain is how far below the honest kernel's ranked time its own ranked time lands. Prints a table;
-writes nothing.
+``benchmarks/runner_record.py``; its sources run at or after ``--since``): examples and baselines through a
+runner, cheats left out. For each ranked shape: the child's median (the honest claim), ncu's witness and its
+kernels per call. The forger is the same kernel with its median rewritten to ``forged`` x the claim; its gain
+is how far below the honest kernel's ranked time its own ranked time lands. Prints a table; writes nothing.
 """
 
 from __future__ import annotations
@@ -53,9 +52,19 @@ def honest_shapes(record: Path, since: str) -> list[Shape]:
         for job in jobs:
             if str(job.get("submission", "")).startswith("cheat"):
                 continue
-            found.extend(Shape(label, job["problem"], job["submission"], item["shape"], float(item["reported_us"]),
-                               float(item["witness_us"]), int(item["kernels"]))
-                         for item in job.get("shapes") or [] if _honest_and_witnessed(item))
+            found.extend(
+                Shape(
+                    label,
+                    job["problem"],
+                    job["submission"],
+                    item["shape"],
+                    float(item["reported_us"]),
+                    float(item["witness_us"]),
+                    int(item["kernels"]),
+                )
+                for item in job.get("shapes") or []
+                if _honest_and_witnessed(item)
+            )
     return found
 
 

@@ -27,8 +27,17 @@ from typing import Any
 from runner_cluster import Cluster, provenance
 
 #: The problems that have a library line, then a few without (their eager and compiled lines).
-DEFAULT_PROBLEMS = ["cross_entropy", "silu_and_mul", "gelu_and_mul", "rmsnorm", "layernorm", "rope", "softmax",
-                    "swiglu", "attention_fwd"]
+DEFAULT_PROBLEMS = [
+    "cross_entropy",
+    "silu_and_mul",
+    "gelu_and_mul",
+    "rmsnorm",
+    "layernorm",
+    "rope",
+    "softmax",
+    "swiglu",
+    "attention_fwd",
+]
 
 
 def measure(problems: list[str], timeout: float) -> dict[str, Any]:
@@ -43,8 +52,11 @@ def measure(problems: list[str], timeout: float) -> dict[str, Any]:
     if problems != ["all"]:
         chosen = chosen.filter(name__in=problems)
     done = measure_references(chosen.order_by("name"), [gpu])
-    ids = list(ReferenceLine.objects.filter(gpu_type=gpu, evaluation__isnull=False).values_list("evaluation_id",
-                                                                                              flat=True))
+    ids = list(
+        ReferenceLine.objects.filter(gpu_type=gpu, evaluation__isnull=False).values_list(
+            "evaluation_id", flat=True
+        )
+    )
     deadline = time.monotonic() + timeout
     while Evaluation.objects.filter(pk__in=ids).exclude(status__in=TERMINAL_STATUSES).exists():
         if time.monotonic() > deadline:
@@ -55,7 +67,7 @@ def measure(problems: list[str], timeout: float) -> dict[str, Any]:
 
 def lines_of(gpu: Any) -> list[dict[str, Any]]:
     from leaderboard.models import Problem
-    from leaderboard.rankings import ranking_rows
+    from leaderboard.ranking_maintenance import ranking_rows
     from leaderboard.reference_lines import line_rows
     from leaderboard.web.boards import board_shapes
 
@@ -64,27 +76,42 @@ def lines_of(gpu: Any) -> list[dict[str, Any]]:
         shapes = [shape.pk for shape in board_shapes(problem, gpu)]
         leaders = ranking_rows(problem, gpu, None, 1)
         for line in line_rows(problem, gpu, None, shapes):
-            found.append({"problem": problem.name, **line.body(), "leader_score": leaders[0].score if leaders else None})
+            found.append(
+                {
+                    "problem": problem.name,
+                    **line.body(),
+                    "leader_score": leaders[0].score if leaders else None,
+                }
+            )
     return found
 
 
 def markdown(result: dict[str, Any]) -> str:
-    rows = ["| problem | line | status | versions | score | speedup | note |", "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| problem | line | status | versions | score | speedup | note |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for line in result["lines"]:
         versions = ", ".join(f"{k} {v}" for k, v in line["versions"].items())
         score = f"{line['score']:.3f}" if line["score"] is not None else "-"
         speedup = f"{line['speedup']:.2f}x" if line["speedup"] is not None else "-"
         note = "" if line["status"] == "measured" else line["status_text"][:120].replace("|", "/")
-        rows.append(f"| {line['problem']} | {line['label']} | {line['status']} | {versions} | {score} | {speedup} | "
-                    f"{note} |")
+        rows.append(
+            f"| {line['problem']} | {line['label']} | {line['status']} | {versions} | {score} | {speedup} | "
+            f"{note} |"
+        )
     return f"Reference lines on {result['gpu_type']}\n\n" + "\n".join(rows) + "\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--problem", action="append", dest="problems",
-                        help=f"a problem (repeat; 'all' for every single-GPU problem); default: {DEFAULT_PROBLEMS}")
+    parser.add_argument(
+        "--problem",
+        action="append",
+        dest="problems",
+        help=f"a problem (repeat; 'all' for every single-GPU problem); default: {DEFAULT_PROBLEMS}",
+    )
     parser.add_argument("--timeout", type=float, default=480, help="seconds to wait for the lines' jobs")
     parser.add_argument("--device", default="0", help="runner --device (cpu for a dry run without a GPU)")
     args = parser.parse_args()

@@ -58,14 +58,45 @@ class Cluster:
         self._manage("migrate", "--noinput")
         self._manage("sync_gpu_types")
         self._manage("sync_problems")
-        self._start("site-worker", [sys.executable, "-m", "celery", "-A", "leaderboard.celery", "worker", "-Q",
-                                    "site", "-n", "site@bench", "--pool", "solo", "--without-gossip",
-                                    "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING"])
+        self._start(
+            "site-worker",
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "leaderboard.celery",
+                "worker",
+                "-Q",
+                "site",
+                "-n",
+                "site@bench",
+                "--pool",
+                "solo",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--loglevel",
+                "WARNING",
+            ],
+        )
         for index in range(self.count):
             credential = self.folder / f"credential-bench{index}"  # each node signs with its own (0600)
             self._manage("runner_credentials", "issue", f"bench{index}", "--output", str(credential))
-            self._start(f"runner-{index}", [sys.executable, "-m", "runners", "--device", self.device,
-                                            "--credential-file", str(credential), "--loglevel", self.loglevel])
+            self._start(
+                f"runner-{index}",
+                [
+                    sys.executable,
+                    "-m",
+                    "runners",
+                    "--device",
+                    self.device,
+                    "--credential-file",
+                    str(credential),
+                    "--loglevel",
+                    self.loglevel,
+                ],
+            )
         import django
 
         django.setup()
@@ -76,17 +107,22 @@ class Cluster:
 
     def _start(self, name: str, argv: list[str]) -> None:
         log = (self.folder / f"{name}.log").open("ab")
-        self.processes.append(subprocess.Popen(argv, env=self.env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                                               start_new_session=True))
+        self.processes.append(
+            subprocess.Popen(
+                argv, env=self.env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        )
         self.names.append(name)
 
     def check_alive(self) -> None:
         """A site worker or runner node that died fails the wait at once, naming its log: on the H200 a
         node whose control loop died (a Redis too old for kombu) left a benchmark waiting until its
         time limit (benchmarks/results/fast_feedback.md#h200)."""
-        for name, process in zip(self.names, self.processes):
+        for name, process in zip(self.names, self.processes, strict=True):
             if process.poll() is not None:
-                raise RuntimeError(f"{name} exited with status {process.returncode}; see {self.folder / (name + '.log')}")
+                raise RuntimeError(
+                    f"{name} exited with status {process.returncode}; see {self.folder / (name + '.log')}"
+                )
 
     def wait_for_runners(self, timeout: float = 120) -> None:
         from leaderboard.models import RunnerNode

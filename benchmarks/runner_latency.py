@@ -35,11 +35,15 @@ def main() -> None:
             cluster.wait_all([evaluation_id], timeout=300)
             evaluation = Evaluation.objects.get(pk=evaluation_id)
             statuses.append(evaluation.status)
-            samples.append({"total_s": evaluation.finished_at.timestamp() - started,
-                            "queue_s": evaluation.started_at.timestamp() - started,
-                            "evaluator_wall_s": evaluation.report["wall_seconds"] if evaluation.report else None,
-                            "status": evaluation.status,
-                            "message": "" if evaluation.status == "passed" else evaluation.message[-2000:]})
+            samples.append(
+                {
+                    "total_s": evaluation.finished_at.timestamp() - started,
+                    "queue_s": evaluation.started_at.timestamp() - started,
+                    "evaluator_wall_s": evaluation.report["wall_seconds"] if evaluation.report else None,
+                    "status": evaluation.status,
+                    "message": "" if evaluation.status == "passed" else evaluation.message[-2000:],
+                }
+            )
     totals = [sample["total_s"] for sample in samples]
     result = {
         "benchmark": "submit -> stored result, vector_add example, CPU runner, one at a time",

@@ -2,7 +2,7 @@
 no x1 job ever beside an x<n> job on a shared GPU, the GPUs free after every job.
 
     PYTHONPATH=. python benchmarks/runner_multi_slots.py --device cuda --gpu-type h200 --out DIR  (2 GPUs)
-    PYTHONPATH=. python benchmarks/runner_multi_slots.py --device cpu --gpu-type cpu --out DIR     (CPU dry run)
+    PYTHONPATH=. python benchmarks/runner_multi_slots.py --device cpu --gpu-type cpu --out DIR   (CPU dry run)
 
 One node (``benchmarks/runner_cluster.py``: a fresh SQLite database, the embedded broker or
 ``--broker``, one site worker) gets ``--multi`` multi-GPU submissions (allreduce's example, queued on
@@ -71,7 +71,9 @@ def gpu_holders() -> dict[int, list[int]] | None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--device", default="cpu", help="the runner's --device: cpu, or cuda (every GPU)")
     parser.add_argument("--gpu-type", default="cpu")
     parser.add_argument("--out", type=Path, required=True)
@@ -83,9 +85,12 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     holders = gpu_holders() if args.device != "cpu" else None
     gpu_count = len(holders) if holders else 1
-    result: dict[str, Any] = {"benchmark": "x1 and x2 queues on one runner node", "device": args.device,
-                              "gpu_type": args.gpu_type, "provenance": {**provenance(),
-                                                                        "commit_env": os.environ.get("SOLBOARD_COMMIT", "unknown")}}
+    result: dict[str, Any] = {
+        "benchmark": "x1 and x2 queues on one runner node",
+        "device": args.device,
+        "gpu_type": args.gpu_type,
+        "provenance": {**provenance(), "commit_env": os.environ.get("SOLBOARD_COMMIT", "unknown")},
+    }
     path = args.out / f"runner_multi_slots_{args.gpu_type}.json"
     cluster = Cluster(runners=1, device=args.device, keep=True, loglevel="INFO",
                       env={"CELERY_BROKER_URL": args.broker} if args.broker else {})
@@ -102,7 +107,9 @@ def main() -> None:
             cluster.wait_all(ids, timeout=args.timeout)
             result["wall_s"] = round(time.time() - began, 1)
             result["evaluations"] = records = collect(ids)
-            result["lost"] = [record["evaluation"] for record in records if record["status"] in ("queued", "running")]
+            result["lost"] = [
+                record["evaluation"] for record in records if record["status"] in ("queued", "running")
+            ]
             result["overlapping_pairs"] = overlaps(records, gpu_count)
             result["gpu_holders_after"] = gpu_holders() if args.device != "cpu" else None
             result["ok"] = (not result["lost"] and not result["overlapping_pairs"]
@@ -125,12 +132,18 @@ def collect(ids: list[int]) -> list[dict[str, Any]]:
     records = []
     for evaluation in Evaluation.objects.filter(pk__in=ids).select_related("runner", "submission__problem"):
         report = evaluation.report or {}
-        records.append({
-            "evaluation": evaluation.pk, "problem": evaluation.submission.problem.name, "status": evaluation.status,
-            "message": evaluation.message[:300], "slot": evaluation.runner.name.rsplit(":", 1)[-1] if evaluation.runner else None,
-            "world_size": report.get("world_size"), "started_at": evaluation.started_at,
-            "finished_at": evaluation.finished_at,
-        })
+        records.append(
+            {
+                "evaluation": evaluation.pk,
+                "problem": evaluation.submission.problem.name,
+                "status": evaluation.status,
+                "message": evaluation.message[:300],
+                "slot": evaluation.runner.name.rsplit(":", 1)[-1] if evaluation.runner else None,
+                "world_size": report.get("world_size"),
+                "started_at": evaluation.started_at,
+                "finished_at": evaluation.finished_at,
+            }
+        )
     return sorted(records, key=lambda record: record["started_at"] or record["finished_at"] or 0)
 
 

@@ -57,8 +57,10 @@ def compact_job(job: Mapping[str, Any], shapes: str = "all") -> dict[str, Any]:
 
 
 def shape_row(shape: Mapping[str, Any]) -> list[Any]:
-    notable = {"ranked_source": shape.get("ranked_source") if shape.get("ranked_source") == "events" else None,
-               "events_remeasured": True if shape.get("events_remeasured") else None}
+    notable = {
+        "ranked_source": shape.get("ranked_source") if shape.get("ranked_source") == "events" else None,
+        "events_remeasured": True if shape.get("events_remeasured") else None,
+    }
     return [notable[column] if column in notable else rounded(shape.get(column)) for column in SHAPE_COLUMNS]
 
 
@@ -95,16 +97,21 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("files", nargs="+", help="FILE=LABEL: a false_positives.py output and its label")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--append", action="store_true", help="add to the record at --out (a label replaces its own)")
+    parser.add_argument(
+        "--append", action="store_true", help="add to the record at --out (a label replaces its own)"
+    )
     parser.add_argument("--shapes", choices=("all", "failed"), default="all",
                         help="failed: keep shape rows only for jobs that did not pass cleanly")
     args = parser.parse_args()
     entries = json.loads(args.out.read_text())["sources"] if args.append and args.out.exists() else []
     for path, label in map(parse_pair, args.files):
-        entries = [entry for entry in entries if entry["label"] != label] + [source_entry(path, label, args.shapes)]
+        entries = [entry for entry in entries if entry["label"] != label] + [
+            source_entry(path, label, args.shapes)
+        ]
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record_of(entries), separators=(",", ":")).replace('{"label"', '\n{"label"')
-                        + "\n")
+    args.out.write_text(
+        json.dumps(record_of(entries), separators=(",", ":")).replace('{"label"', '\n{"label"') + "\n"
+    )
     print(f"{args.out}: {len(entries)} sources, {sum(len(e['jobs']) for e in entries)} jobs")
     return 0
 

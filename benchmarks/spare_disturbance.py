@@ -8,9 +8,9 @@ job uids as root): the same ranked job, ``--runs`` times in each condition, alte
   started, imports torch and the harness, starts its child and its ncu session, says ``staged``,
   and is killed): more staging than a loop ever puts beside a job (one spare per job there).
 
-Per ranked shape and condition: the median of the job's medians, their spread over the runs
-((max - min) / median), and the agreement of each median with its witness (ncu on a GPU, the judge's clock on the CPU:
-median / witness - 1); and per job whether it was witnessed and how many processes NVML saw with a CUDA context
+Per ranked shape and condition: the median of the job's medians, their spread over the runs ((max - min) /
+median), and the agreement of each median with its witness (ncu on a GPU, the judge's clock on the CPU: median
+/ witness - 1); and per job whether it was witnessed and how many processes NVML saw with a CUDA context
 during its witnessed calls (a staged spare must add none). No staged spare may be found on the GPU.
 
     PYTHONPATH=. python benchmarks/spare_disturbance.py --device cuda --out "$OUT" --problem vector_add
@@ -54,10 +54,19 @@ def context(device: str, gpu_type: str, folder: Path) -> execute.Context:
 
 def job(problem: str, shapes: str, gpu_type: str, index: int) -> Job:
     source = (REPO / "examples" / "python" / f"{problem}.py").read_text()
-    return Job(job_id=f"disturbance-{index}", evaluation_id=index, problem=problem,
-               problem_version=get_problem(problem).version, language="python", source=source,
-               source_sha256=hashlib.sha256(source.encode()).hexdigest(), mode="ranked", seed=987654321 + index,
-               shapes=shapes, gpu_type=gpu_type)  # type: ignore[arg-type]
+    return Job(
+        job_id=f"disturbance-{index}",
+        evaluation_id=index,
+        problem=problem,
+        problem_version=get_problem(problem).version,
+        language="python",
+        source=source,
+        source_sha256=hashlib.sha256(source.encode()).hexdigest(),
+        mode="ranked",
+        seed=987654321 + index,
+        shapes=shapes,
+        gpu_type=gpu_type,
+    )  # type: ignore[arg-type]
 
 
 def warm_spare(ctx: execute.Context) -> Spare:
@@ -113,13 +122,24 @@ def one_run(ctx: execute.Context, measured: Job, beside: bool) -> dict[str, Any]
     notes = " ".join(report.get("notes") or [])
     found = WITNESS_PROCESSES.search(notes)
     return {
-        "condition": "beside" if beside else "alone", "outcome": result.outcome, "status": report.get("status"),
-        "witnessed": report.get("witnessed"), "witness_gpu_processes": int(found.group(1)) if found else None,
-        "spares_started_beside": stager.started if stager else 0, "spares_staged_beside": stager.staged if stager else 0, "staged_spares_on_gpu": stager.on_gpu if stager else 0,
-        "stager_problems": stager.problems if stager else [], "flags": report.get("flags"),
-        "shapes": {shape["shape_id"]: {"median_us": (shape.get("timing") or {}).get("median_us"),
-                                       "witness_us": (shape.get("witness") or {}).get("median_us"),
-                                       "ranked": shape.get("ranked")} for shape in report.get("shapes") or []},
+        "condition": "beside" if beside else "alone",
+        "outcome": result.outcome,
+        "status": report.get("status"),
+        "witnessed": report.get("witnessed"),
+        "witness_gpu_processes": int(found.group(1)) if found else None,
+        "spares_started_beside": stager.started if stager else 0,
+        "spares_staged_beside": stager.staged if stager else 0,
+        "staged_spares_on_gpu": stager.on_gpu if stager else 0,
+        "stager_problems": stager.problems if stager else [],
+        "flags": report.get("flags"),
+        "shapes": {
+            shape["shape_id"]: {
+                "median_us": (shape.get("timing") or {}).get("median_us"),
+                "witness_us": (shape.get("witness") or {}).get("median_us"),
+                "ranked": shape.get("ranked"),
+            }
+            for shape in report.get("shapes") or []
+        },
         "message": result.message[-500:],
     }
 
@@ -134,14 +154,21 @@ def compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
         for condition in ("alone", "beside"):
             medians = [run["shapes"][shape]["median_us"] for run in runs
                        if run["condition"] == condition and (run["shapes"].get(shape) or {}).get("median_us")]
-            agreement = [run["shapes"][shape]["median_us"] / run["shapes"][shape]["witness_us"] - 1 for run in runs
-                         if run["condition"] == condition and (run["shapes"].get(shape) or {}).get("witness_us")
-                         and run["shapes"][shape].get("median_us")]
+            agreement = [
+                run["shapes"][shape]["median_us"] / run["shapes"][shape]["witness_us"] - 1
+                for run in runs
+                if run["condition"] == condition
+                and (run["shapes"].get(shape) or {}).get("witness_us")
+                and run["shapes"][shape].get("median_us")
+            ]
             if medians:
                 middle = statistics.median(medians)
-                row[condition] = {"median_us": round(middle, 4), "runs": len(medians),
-                                  "spread": round((max(medians) - min(medians)) / middle, 4),
-                                  "witness_agreement": round(statistics.median(agreement), 4) if agreement else None}
+                row[condition] = {
+                    "median_us": round(middle, 4),
+                    "runs": len(medians),
+                    "spread": round((max(medians) - min(medians)) / middle, 4),
+                    "witness_agreement": round(statistics.median(agreement), 4) if agreement else None,
+                }
         if "alone" in row and "beside" in row:
             row["beside_over_alone"] = round(row["beside"]["median_us"] / row["alone"]["median_us"] - 1, 4)
         table[shape] = row
@@ -163,9 +190,17 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="solboard-disturbance-", dir="/tmp"))
     os.chmod(folder, 0o755)  # job users reach their scratch folders under it
     ctx = context(args.device, gpu_type, folder)
-    result: dict[str, Any] = {"benchmark": "issue 36: a spare staging beside a running job", "device": args.device,
-                              "problem": args.problem, "shapes": args.shapes, "provenance": provenance(), "runs": []}
-    path = args.out / f"spare_disturbance_{args.problem}_{args.device}{'_' + args.tag if args.tag else ''}.json"
+    result: dict[str, Any] = {
+        "benchmark": "issue 36: a spare staging beside a running job",
+        "device": args.device,
+        "problem": args.problem,
+        "shapes": args.shapes,
+        "provenance": provenance(),
+        "runs": [],
+    }
+    path = (
+        args.out / f"spare_disturbance_{args.problem}_{args.device}{'_' + args.tag if args.tag else ''}.json"
+    )
     try:
         for index in range(2 * args.runs):
             beside = index % 2 == 1

@@ -2,9 +2,9 @@
 
     python3 benchmarks/timing_gap.py --out gap.json
 
-Before the launch gate our median read 1.1-2.4 us below ncu on kernels under 25 us and 4.1% above
-it on a 4096^3 bf16 GEMM (benchmarks/results/timing.md#quality). This script measures the same calls several ways
-in one process so the causes can be told apart:
+Before the launch gate our median read 1.1-2.4 us below ncu on kernels under 25 us and 4.1% above it on a
+4096^3 bf16 GEMM (benchmarks/results/timing.md#quality). This script measures the same calls several ways in
+one process so the causes can be told apart:
 
 - CUPTI device span per call (torch.profiler, as the harness does): warm back to back; cold (L2
   read-flush before each call) back to back; cold after a synchronise and an idle GPU of 0 us to
@@ -60,9 +60,11 @@ def sm_clock_mhz() -> int | None:
         import pynvml
 
         pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(int(os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]))
+        handle = pynvml.nvmlDeviceGetHandleByIndex(
+            int(os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0])
+        )
         return int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
-    except Exception:  # noqa: BLE001 - a missing clock is recorded as null
+    except Exception:  # a missing clock is recorded as null
         return None
 
 
@@ -184,15 +186,19 @@ def measure_ncu(cache_control: str, ops_per_case: list[int]) -> dict[str, Any]:
     lines = done.stdout.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
     if start is None:
-        return {"error": f"no CSV from ncu (rc {done.returncode}): {done.stdout[-1500:]} {done.stderr[-1500:]}"}
-    rows = [row for row in csv.DictReader(io.StringIO("\n".join(lines[start:]))) if row.get("ID", "").isdigit()]
+        return {
+            "error": f"no CSV from ncu (rc {done.returncode}): {done.stdout[-1500:]} {done.stderr[-1500:]}"
+        }
+    rows = [
+        row for row in csv.DictReader(io.StringIO("\n".join(lines[start:]))) if row.get("ID", "").isdigit()
+    ]
     kernels = [{"name": row.get("Kernel Name", "")[:90],
                 "gpu_time_us": (_number(row.get("gpu__time_duration.sum")) or 0.0) / 1e3,
                 "sm_cycles_elapsed_max": _number(row.get("sm__cycles_elapsed.max")),
                 "smsp_cycles_active_avg": _number(row.get("smsp__cycles_active.avg")),
                 "gpc_clock_hz": _number(row.get("gpc__cycles_elapsed.avg.per_second"))} for row in rows]
     per_case, index = {}, 0
-    for (label, _, _), count in zip(CASES, ops_per_case):
+    for (label, _, _), count in zip(CASES, ops_per_case, strict=False):
         mine = kernels[index:index + count]
         index += count
         per_case[label] = {"gpu_time_us": sum(k["gpu_time_us"] for k in mine), "kernels": mine}

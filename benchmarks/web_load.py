@@ -1,10 +1,10 @@
 """Locust users of the website benchmark (benchmarks/web_bench.sh): each loads a problem's ranking
 page (a random problem and GPU type; the ranked tabs) or the home page, then thinks for a while.
 
-``FastHttpUser`` (locust's geventhttpclient user) rather than ``HttpUser`` (python-requests): the
-client shares the machine with the server, and FastHttpUser spends several times less CPU per
-request, which would otherwise be taken from the server and show as its latency.
-``WEB_BENCH_CLIENT=requests`` uses ``HttpUser``, as the first recorded runs did (benchmarks/results/site.md#web).
+``FastHttpUser`` (locust's geventhttpclient user) rather than ``HttpUser`` (python-requests): the client
+shares the machine with the server, and FastHttpUser spends several times less CPU per request, which would
+otherwise be taken from the server and show as its latency. ``WEB_BENCH_CLIENT=requests`` uses ``HttpUser``,
+as the first recorded runs did (benchmarks/results/site.md#web).
 
     locust -f benchmarks/web_load.py --headless -u 50 -r 10 -t 60s --host http://127.0.0.1:8010
 """

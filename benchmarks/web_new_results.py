@@ -29,10 +29,11 @@ import django
 
 django.setup()
 
-from django.core.cache import cache
+# Django's cache and models need the apps loaded: these imports follow django.setup().
+from django.core.cache import cache  # noqa: E402
 
-from leaderboard.models import Problem
-from leaderboard.web.cache import data_version, pages_changed, version_keys
+from leaderboard.models import Problem  # noqa: E402
+from leaderboard.web.cache import data_version, pages_changed, version_keys  # noqa: E402
 
 GPUS = ("h100", "h200", "b200")
 POLL_SECONDS = 0.02

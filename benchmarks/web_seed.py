@@ -29,14 +29,15 @@ import django
 
 django.setup()
 
-from django.contrib.auth import get_user_model
-from django.contrib.auth.hashers import make_password
-from django.db import connection
-from django.utils import timezone
+# Django's models and auth need the apps loaded: these imports follow django.setup().
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.contrib.auth.hashers import make_password  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.utils import timezone  # noqa: E402
 
-from evaluator.scoring import problem_score, sol_figures
-from evaluator.sol import t_sol
-from leaderboard.models import (
+from evaluator.scoring import problem_score, sol_figures  # noqa: E402
+from evaluator.sol import t_sol  # noqa: E402
+from leaderboard.models import (  # noqa: E402
     Evaluation,
     GpuType,
     Problem,
@@ -47,8 +48,8 @@ from leaderboard.models import (
     Submission,
     sha256_text,
 )
-from leaderboard.rankings import meets_features
-from leaderboard.web.sol import counts_of, spec_of
+from leaderboard.ranking_maintenance import meets_features  # noqa: E402
+from leaderboard.web.sol import counts_of, spec_of  # noqa: E402
 
 GPU_KEYS = ("h100", "h200", "b200")
 BATCH = 2000
@@ -77,7 +78,9 @@ def users(count: int) -> list[Any]:
     return list(model.objects.filter(username__startswith="seed").order_by("id"))
 
 
-def shape_rows(evaluation: Evaluation, shapes: list[Shape], gpu: GpuType, speed: float) -> tuple[list[ShapeResult], float | None]:
+def shape_rows(
+    evaluation: Evaluation, shapes: list[Shape], gpu: GpuType, speed: float
+) -> tuple[list[ShapeResult], float | None]:
     rows, ranked_scores = [], []
     spec = spec_of(gpu)
     assert spec is not None, "GPU types only: the development device has no speed of light"
@@ -88,12 +91,30 @@ def shape_rows(evaluation: Evaluation, shapes: list[Shape], gpu: GpuType, speed:
         t_kernel = t_base / speed
         figures = sol_figures(counts, spec, t_kernel, t_base, world_size=world_size)
         median = t_kernel * 1e6
-        rows.append(ShapeResult(
-            evaluation=evaluation, shape=shape, status="PASSED", correct=True, median_us=median, mean_us=median,
-            min_us=median * 0.98, max_us=median * 1.1, std_us=median * 0.01, n=200, ci95_low_us=median * 0.995,
-            ci95_high_us=median * 1.005, timing_method="cupti", baseline_median_us=t_base * 1e6,
-            t_sol_us=figures.t_sol_us, sol_fraction=figures.sol_fraction, score=figures.score,
-            speedup=figures.speedup, tflops=figures.tflops, gbps=figures.gbps))
+        rows.append(
+            ShapeResult(
+                evaluation=evaluation,
+                shape=shape,
+                status="PASSED",
+                correct=True,
+                median_us=median,
+                mean_us=median,
+                min_us=median * 0.98,
+                max_us=median * 1.1,
+                std_us=median * 0.01,
+                n=200,
+                ci95_low_us=median * 0.995,
+                ci95_high_us=median * 1.005,
+                timing_method="cupti",
+                baseline_median_us=t_base * 1e6,
+                t_sol_us=figures.t_sol_us,
+                sol_fraction=figures.sol_fraction,
+                score=figures.score,
+                speedup=figures.speedup,
+                tflops=figures.tflops,
+                gbps=figures.gbps,
+            )
+        )
         if shape.ranked:
             ranked_scores.append(figures.score)
     return rows, problem_score(ranked_scores) if ranked_scores else None
@@ -111,11 +132,20 @@ def seed(total: int, user_count: int, rng: random.Random) -> dict[str, int]:
         size = min(BATCH, total - first)
         plan = [(rng.choice(people), rng.choice(problems), gpus[rng.choice(GPU_KEYS)]) for _ in range(size)]
         moments = sorted(start + timedelta(seconds=rng.uniform(0, 90 * 86400)) for _ in range(size))
-        submissions = Submission.objects.bulk_create([
-            Submission(user=user, problem=problem, problem_version=problem.version, language="python",
-                       source=SOURCE.format(n=first + i), source_sha256=sha256_text(SOURCE.format(n=first + i)),
-                       created_at=moment)
-            for i, ((user, problem, _), moment) in enumerate(zip(plan, moments, strict=True))])
+        submissions = Submission.objects.bulk_create(
+            [
+                Submission(
+                    user=user,
+                    problem=problem,
+                    problem_version=problem.version,
+                    language="python",
+                    source=SOURCE.format(n=first + i),
+                    source_sha256=sha256_text(SOURCE.format(n=first + i)),
+                    created_at=moment,
+                )
+                for i, ((user, problem, _), moment) in enumerate(zip(plan, moments, strict=True))
+            ]
+        )
         _evaluate_batch(submissions, plan, shapes, bests, rng, counts)
         counts["submissions"] += size
         print(f"  {counts['submissions']:>7} submissions", flush=True)
@@ -131,14 +161,23 @@ def _evaluate_batch(submissions: list[Submission], plan: list[tuple[Any, Problem
     scored: list[tuple[Evaluation, Problem, GpuType, list[ShapeResult]]] = []
     for submission, (_, problem, gpu) in zip(submissions, plan, strict=True):
         outcome, rows = rng.random(), []
-        evaluation = Evaluation(submission=submission, gpu_type=gpu, mode="ranked", status="passed",
-                                evaluator_status="PASSED", queued_at=submission.created_at,
-                                started_at=submission.created_at, finished_at=submission.created_at + timedelta(seconds=40))
+        evaluation = Evaluation(
+            submission=submission,
+            gpu_type=gpu,
+            mode="ranked",
+            status="passed",
+            evaluator_status="PASSED",
+            queued_at=submission.created_at,
+            started_at=submission.created_at,
+            finished_at=submission.created_at + timedelta(seconds=40),
+        )
         if outcome < 0.10:
             evaluation.status, evaluation.evaluator_status = "failed", "INCORRECT_NUMERICAL"
             evaluation.message = "values outside tolerance on n16777216"
         else:
-            rows, evaluation.score = shape_rows(evaluation, shapes[problem.pk], gpu, rng.uniform(0.45, 1.95))  # < 2: below light
+            rows, evaluation.score = shape_rows(
+                evaluation, shapes[problem.pk], gpu, rng.uniform(0.45, 1.95)
+            )  # < 2: below light
             evaluation.rank_eligible = outcome >= 0.145 and evaluation.score is not None  # 5%: provisional
         scored.append((evaluation, problem, gpu, rows))
     Evaluation.objects.bulk_create([evaluation for evaluation, *_ in scored], batch_size=BATCH)
@@ -165,11 +204,23 @@ def _offer(bests: dict[tuple[Any, ...], Best], evaluation: Evaluation, problem: 
 
 
 def _write_rankings(bests: dict[tuple[Any, ...], Best]) -> int:
-    rows = [RankingEntry(problem_id=problem_id, problem_version=version, gpu_type_id=gpu_id, shape_id=shape_id,
-                         track=track, user_id=user_id, submission_id=best.submission_id,
-                         evaluation_id=best.evaluation_id, score=best.score, median_us=best.median_us,
-                         submitted_at=best.submitted_at, features_met=None)
-            for (problem_id, version, gpu_id, shape_id, track, user_id), best in bests.items()]
+    rows = [
+        RankingEntry(
+            problem_id=problem_id,
+            problem_version=version,
+            gpu_type_id=gpu_id,
+            shape_id=shape_id,
+            track=track,
+            user_id=user_id,
+            submission_id=best.submission_id,
+            evaluation_id=best.evaluation_id,
+            score=best.score,
+            median_us=best.median_us,
+            submitted_at=best.submitted_at,
+            features_met=None,
+        )
+        for (problem_id, version, gpu_id, shape_id, track, user_id), best in bests.items()
+    ]
     RankingEntry.objects.bulk_create(rows, batch_size=BATCH)
     return len(rows)
 

@@ -47,15 +47,25 @@ def witness_line(shape: dict[str, Any]) -> dict[str, Any]:
     timing, witness = shape.get("timing") or {}, shape.get("witness") or {}
     reported, witnessed = timing.get("median_us"), witness.get("median_us")
     line = {
-        "shape": shape["shape_id"], "ranked": shape["ranked"], "status": shape["status"],
-        "message": (shape.get("message") or "")[:240], "reported_us": reported, "witness_us": witnessed,
-        "floor_us": witness.get("floor_us"), "confirmed": witness.get("confirmed"),
-        "kernels": witness.get("kernels_per_call"), "witnessed_calls": witness.get("n"), "round_trip_us": witness.get("judge_round_trip_us"),
-        "gate_us": timing.get("gate_us"), "score": (shape.get("sol") or {}).get("score"),
+        "shape": shape["shape_id"],
+        "ranked": shape["ranked"],
+        "status": shape["status"],
+        "message": (shape.get("message") or "")[:240],
+        "reported_us": reported,
+        "witness_us": witnessed,
+        "floor_us": witness.get("floor_us"),
+        "confirmed": witness.get("confirmed"),
+        "kernels": witness.get("kernels_per_call"),
+        "witnessed_calls": witness.get("n"),
+        "round_trip_us": witness.get("judge_round_trip_us"),
+        "gate_us": timing.get("gate_us"),
+        "score": (shape.get("sol") or {}).get("score"),
         # How the class-14 rule decided: which clock ranked, and whether the events were measured
         # again behind a longer gate or side by side with the spans before any flag.
-        "ranked_source": timing.get("ranked_source"), "disagreement_rel": timing.get("disagreement_rel"),
-        "gate_retried": timing.get("gate_retried"), "events_remeasured": timing.get("events_remeasured"),
+        "ranked_source": timing.get("ranked_source"),
+        "disagreement_rel": timing.get("disagreement_rel"),
+        "gate_retried": timing.get("gate_retried"),
+        "events_remeasured": timing.get("events_remeasured"),
     }
     if reported and witnessed:
         line["gap_us"] = reported - witnessed
@@ -85,7 +95,9 @@ def section_smoke(out: Path) -> dict[str, Any]:
     dump.mkdir(exist_ok=True)
     os.environ["SOLBOARD_WITNESS_DUMP"] = str(dump)
     try:
-        result = evaluate("vector_add", "examples/python/vector_add.py", ["--mode", "ranked", "--shapes", "ranked"], 400)
+        result = evaluate(
+            "vector_add", "examples/python/vector_add.py", ["--mode", "ranked", "--shapes", "ranked"], 400
+        )
     finally:
         os.environ.pop("SOLBOARD_WITNESS_DUMP", None)
     return {**brief(result), "stderr": (result.get("error") or "")[-3000:]}
@@ -150,7 +162,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--sections", default="smoke,honest,cheats,gputests")
     parser.add_argument("--budget-s", type=float, default=540.0)
-    parser.add_argument("--only", default=None, help="comma-separated problems or files of the honest section")
+    parser.add_argument(
+        "--only", default=None, help="comma-separated problems or files of the honest section"
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + args.budget_s
@@ -161,7 +175,9 @@ def main() -> int:
     if "cheats" in sections and time.monotonic() < deadline - 120:
         cheats = section_cheats()
         (args.out / "cheats.json").write_text(json.dumps(cheats, indent=1))
-        summary["cheats"] = [{k: c[k] for k in ("file", "status", "message", "rank_eligible")} for c in cheats]
+        summary["cheats"] = [
+            {k: c[k] for k in ("file", "status", "message", "rank_eligible")} for c in cheats
+        ]
     if "honest" in sections:
         honest = section_honest(args.runs, deadline - 60, args.only, args.out)
         summary["honest"] = honest_summary(honest)

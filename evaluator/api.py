@@ -48,7 +48,9 @@ def _check(request: EvaluationRequest) -> None:
     if request.device not in DEVICES:
         raise ValueError(f"unknown device {request.device!r}")
     if request.device == CPU and request.language != PYTHON:
-        raise ValueError(f"{request.language} submissions need a GPU: the CPU development device runs Python only")
+        raise ValueError(
+            f"{request.language} submissions need a GPU: the CPU development device runs Python only"
+        )
     if request.mode not in MODES:
         raise ValueError(f"unknown mode {request.mode!r}")
     if not Path(request.file).is_file():
@@ -87,7 +89,9 @@ def evaluate(request: EvaluationRequest, warm: WarmStart | None = None,
     problem = get_problem(request.problem)
     world_size = world_size_of(request, problem)
     if problem.kind == "multi" and warm is not None:
-        raise ValueError(f"{problem.name} is a multi-GPU problem: warm spares hold one child, not {world_size} ranks")
+        raise ValueError(
+            f"{problem.name} is a multi-GPU problem: warm spares hold one child, not {world_size} ranks"
+        )
     if request.shape_ids:
         shape_ids = [problem.shape(shape_id).shape_id for shape_id in request.shape_ids]
     else:
@@ -114,8 +118,15 @@ def evaluate(request: EvaluationRequest, warm: WarmStart | None = None,
     return assemble.build(request, problem, shape_ids, outcome, started_at, time.perf_counter() - started)
 
 
-def _judge(request: EvaluationRequest, problem: Problem, shape_ids: list[str], config: dict[str, object],
-           scratch: Path, warm: WarmStart | None, provisional: Callable[[JudgeOutcome], None]) -> JudgeOutcome:
+def _judge(
+    request: EvaluationRequest,
+    problem: Problem,
+    shape_ids: list[str],
+    config: dict[str, object],
+    scratch: Path,
+    warm: WarmStart | None,
+    provisional: Callable[[JudgeOutcome], None],
+) -> JudgeOutcome:
     """The judge's whole job, then (ranked mode) the provisional report and the witness of every
     passed shape."""
     began = time.perf_counter()
@@ -146,8 +157,14 @@ def _judge(request: EvaluationRequest, problem: Problem, shape_ids: list[str], c
     return outcome
 
 
-def _judge_multi(request: EvaluationRequest, problem: Problem, shape_ids: list[str], config: dict[str, object],
-                 scratch: Path, world_size: int) -> JudgeOutcome:
+def _judge_multi(
+    request: EvaluationRequest,
+    problem: Problem,
+    shape_ids: list[str],
+    config: dict[str, object],
+    scratch: Path,
+    world_size: int,
+) -> JudgeOutcome:
     """A multi-GPU problem: one judge, ``world_size`` ranks (docs/multigpu.md)."""
     from evaluator.harness.judge import HarnessFailure
     from evaluator.harness.multi_judge import judge_multi

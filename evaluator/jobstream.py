@@ -20,6 +20,7 @@ Events, in the order they can appear:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -47,15 +48,13 @@ def emit_report(event: Event, report_json: str) -> None:
 
 def leave(code: int) -> None:
     """End the process right after its final report, skipping the interpreter's teardown (torch's
-    and CUDA's atexit work): the runner waits for the exit before it delivers the result, and that
-    teardown took ~0.3 s on the CPU device, ~1 s between the report and its delivery on the H200
-    (docs/runners.md, fast feedback). Nothing is left to do by then: the child, the witness and the artifacts ended
-    before the report was written, and the runner kills and removes whatever the job leaves."""
+    and CUDA's atexit work): the runner waits for the exit before it delivers the result, and that teardown
+    took ~0.3 s on the CPU device, ~1 s between the report and its delivery on the H200 (docs/runners.md, fast
+    feedback). Nothing is left to do by then: the child, the witness and the artifacts ended before the report
+    was written, and the runner kills and removes whatever the job leaves."""
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             stream.flush()
-        except (OSError, ValueError):
-            pass
     os._exit(code)
 
 

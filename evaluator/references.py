@@ -104,7 +104,9 @@ def reference_specs(problem: Problem) -> list[ReferenceSpec]:
         ReferenceSpec(problem.name, "torch_compile", "the baseline under torch.compile", "compiled",
                       COMPILED.format(problem=problem.name, mark=VERSION_MARK), _THIS),
     ]
-    return generic + [_library_spec(problem, path) for path in sorted((problem.folder / "references").glob("*.py"))]
+    return generic + [
+        _library_spec(problem, path) for path in sorted((problem.folder / "references").glob("*.py"))
+    ]
 
 
 class ReferenceError(ValueError):
@@ -115,7 +117,9 @@ def _library_spec(problem: Problem, path: Path) -> ReferenceSpec:
     source = path.read_text()
     declared = _declaration(source, path)
     if declared["label"] != path.stem:
-        raise ReferenceError(f"{path}: REFERENCE['label'] is {declared['label']!r}, not the file's name {path.stem!r}")
+        raise ReferenceError(
+            f"{path}: REFERENCE['label'] is {declared['label']!r}, not the file's name {path.stem!r}"
+        )
     return ReferenceSpec(
         problem.name, declared["label"], declared["title"], "library", source, _repository_path(path),
         package=declared["package"], module=declared["module"], url=declared["url"],
@@ -132,7 +136,9 @@ def _declaration(source: str, path: Path) -> dict[str, Any]:
             except ValueError:
                 raise ReferenceError(f"{path}: REFERENCE must be a literal dict") from None
             if not isinstance(declared, dict) or set(declared) != _ADAPTER_KEYS:
-                raise ReferenceError(f"{path}: REFERENCE must have exactly the keys {', '.join(sorted(_ADAPTER_KEYS))}")
+                raise ReferenceError(
+                    f"{path}: REFERENCE must have exactly the keys {', '.join(sorted(_ADAPTER_KEYS))}"
+                )
             return declared
     raise ReferenceError(f"{path}: no REFERENCE = {{...}} declaration")
 

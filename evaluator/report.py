@@ -133,14 +133,16 @@ class TimingStats(_Model):
     )
     judge_wait_us: list[float] | None = Field(
         default=None,
-        description="Multi-GPU problems on a GPU: the judge's own clock per checked timed iteration (its wait "
-        "from 'run' to the last rank's answer, less its own wake-up delay), [median, 10th percentile]. Recorded to set "
-        "the tolerance of a judge's-clock witness from honest figures; not a witness yet.",
+        description="Multi-GPU problems on a GPU: the judge's own clock per checked timed iteration "
+        "(its wait from 'run' to the last rank's answer, less its own wake-up delay), "
+        "[median, 10th percentile]. Recorded to set the tolerance of a judge's-clock witness from honest "
+        "figures; not a witness yet.",
     )
     rank_diagnostics: list[dict[str, float]] | None = Field(
         default=None,
         description="Multi-GPU problems on a GPU: each rank's gate and host launch time of the call "
-        "(gate_us, host_launch_us, host_launch_max_us), as the rank reports them: for diagnosis, never trusted.",
+        "(gate_us, host_launch_us, host_launch_max_us), as the rank reports them: for diagnosis, "
+        "never trusted.",
     )
 
 
@@ -206,15 +208,19 @@ class Witness(_Model):
         "calls first (median_us is the lower median of the others). Empty on the CPU.")
     kernels_per_call: int = Field(default=0, description="Kernels ncu saw in one witnessed call.")
     warmup_calls: int = Field(
-        default=0, description="GPU: the first calls of calls_us, made and checked but left out of median_us: "
-        "a first call's one-off work (an autotune, a lazy set-up) is never what the witness measures.")
+        default=0,
+        description="GPU: the first calls of calls_us, made and checked but left out of median_us: "
+        "a first call's one-off work (an autotune, a lazy set-up) is never what the witness measures.",
+    )
     judge_round_trip_us: float | None = Field(
         default=None,
-        description="How long a checked timed call kept the judge waiting, less the judge's own wake-up delay "
-        "(CPU: the median, which is the witness; GPU: the 10th percentile, which bounds hidden host work).",
+        description="How long a checked timed call kept the judge waiting, less the judge's own wake-up "
+        "delay (CPU: the median, which is the witness; GPU: the 10th percentile, which bounds hidden host "
+        "work).",
     )
     floor_us: float = Field(
-        description="Lowest ranked median the witness accepts: median_us*(1-rel) - (abs + per-kernel allowance)."
+        description="Lowest ranked median the witness accepts: "
+        "median_us*(1-rel) - (abs + per-kernel allowance)."
     )
     confirmed: bool = Field(description="The ranked median is not below floor_us (and no hidden host work).")
     message: str = ""
@@ -355,7 +361,8 @@ class EvaluationReport(_Model):
     language: Language
     mode: Mode
     world_size: int = Field(
-        default=1, description="Ranks (one process and one GPU each) the problem ran on; 1 for a single-GPU problem."
+        default=1,
+        description="Ranks (one process and one GPU each) the problem ran on; 1 for a single-GPU problem.",
     )
     device: DeviceInfo
     status: Status = Field(description="Worst shape status, or a whole-submission failure.")

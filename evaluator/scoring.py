@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from evaluator.gpus import GpuSpec
+from evaluator.gpu_specs import GpuSpec
 from evaluator.problems import Counts
 from evaluator.report import RankedTime, ShapeReport, SolFigures
 from evaluator.sol import t_sol, t_sol_attainable

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from evaluator.gpus import GpuSpec, with_ceilings
+from evaluator.gpu_specs import GpuSpec, with_ceilings
 from evaluator.problems import Counts
 
 #: Which flop classes share execution units (see the module docstring).

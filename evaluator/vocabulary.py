@@ -42,7 +42,9 @@ LANGUAGE_OF_EXTENSION: dict[str, Language] = {".py": "python", ".ptx": "ptx", ".
 def language_of_file(name: str) -> Language:
     """The language a file's name says, by its extension in any case; anything else is Python."""
     lowered = name.lower()
-    return next((language for suffix, language in LANGUAGE_OF_EXTENSION.items() if lowered.endswith(suffix)), PYTHON)
+    return next(
+        (language for suffix, language in LANGUAGE_OF_EXTENSION.items() if lowered.endswith(suffix)), PYTHON
+    )
 
 
 class Stage(StrEnum):

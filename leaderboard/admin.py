@@ -30,7 +30,15 @@ from leaderboard.withdrawals import withdraw_action
 
 @admin.register(GpuType)
 class GpuTypeAdmin(admin.ModelAdmin):
-    list_display = ["key", "name", "arch", "hbm_bytes_per_s", "estimated", "verified_on_hardware", "development_device"]
+    list_display = [
+        "key",
+        "name",
+        "arch",
+        "hbm_bytes_per_s",
+        "estimated",
+        "verified_on_hardware",
+        "development_device",
+    ]
     list_filter = ["estimated", "verified_on_hardware", "development_device", "arch"]
     search_fields = ["key", "name"]
     readonly_fields = ["synced_at"]
@@ -64,7 +72,16 @@ class ShapeAdmin(admin.ModelAdmin):
 
 @admin.register(RunnerNode)
 class RunnerNodeAdmin(admin.ModelAdmin):
-    list_display = ["name", "hostname", "gpu_type", "gpu_count", "alive", "last_heartbeat", "current_job_id", "version"]
+    list_display = [
+        "name",
+        "hostname",
+        "gpu_type",
+        "gpu_count",
+        "alive",
+        "last_heartbeat",
+        "current_job_id",
+        "version",
+    ]
     list_filter = ["gpu_type", "gpu_count", "version"]
     search_fields = ["name", "hostname", "current_job_id"]
     readonly_fields = ["registered_at", "last_heartbeat", "gpus", "queues", "calibration"]
@@ -84,8 +101,15 @@ class RunnerCredentialAdmin(admin.ModelAdmin):
                     "last_used_at", "messages_accepted"]
     list_filter = [("revoked_at", admin.EmptyFieldListFilter), "node_name"]
     search_fields = ["public_id", "node_name", "key_fingerprint"]
-    readonly_fields = ["public_id", "key_fingerprint", "created_at", "created_by", "revoked_at", "last_used_at",
-                       "messages_accepted"]
+    readonly_fields = [
+        "public_id",
+        "key_fingerprint",
+        "created_at",
+        "created_by",
+        "revoked_at",
+        "last_used_at",
+        "messages_accepted",
+    ]
     actions = [revoke_selected, replace_selected]
 
     @admin.display(boolean=True)
@@ -146,7 +170,16 @@ class SubmissionAdmin(admin.ModelAdmin):
 class ShapeResultInline(admin.TabularInline):
     model = ShapeResult
     extra = 0
-    fields = ["shape", "status", "correct", "median_us", "baseline_median_us", "t_sol_us", "sol_fraction", "score"]
+    fields = [
+        "shape",
+        "status",
+        "correct",
+        "median_us",
+        "baseline_median_us",
+        "t_sol_us",
+        "sol_fraction",
+        "score",
+    ]
     readonly_fields = fields
     can_delete = False
     show_change_link = True
@@ -191,7 +224,16 @@ class EvaluationAdmin(admin.ModelAdmin):
 
 @admin.register(ShapeResult)
 class ShapeResultAdmin(admin.ModelAdmin):
-    list_display = ["evaluation", "shape", "status", "correct", "median_us", "sol_fraction", "score", "speedup"]
+    list_display = [
+        "evaluation",
+        "shape",
+        "status",
+        "correct",
+        "median_us",
+        "sol_fraction",
+        "score",
+        "speedup",
+    ]
     list_filter = ["status", "correct", "shape__ranked", "shape__problem", "evaluation__gpu_type"]
     search_fields = ["=evaluation__job_id", "evaluation__submission__user__username"]
     readonly_fields = ["errors", "checks", "telemetry", "profile"]

@@ -29,11 +29,40 @@ ERROR_KINDS = ("syntax_error", "import_error", "no_kernel", "build_error", "wron
 PRIVATE_DETAILS = "the details (messages, compiler output, tracebacks, logs) are shown to its owner only"
 _CLASS = re.compile(r"\bclass (\d{1,2})\b")
 #: Report strings that come from fixed vocabularies (statuses, shape ids, device facts...), by key.
-_PUBLIC_STRINGS = frozenset({
-    "harness_version", "problem", "language", "mode", "status", "started_at", "finished_at", "kind", "gpu_type",
-    "compute_capability", "driver", "cuda_runtime", "torch_version", "shape_id", "trial", "distribution", "method",
-    "bound", "tool", "evidence_level", "arch", "grid", "block", "ranked_source", "flags", "notes", "required",
-    "missing", "throttle_reasons", "output"})
+_PUBLIC_STRINGS = frozenset(
+    {
+        "harness_version",
+        "problem",
+        "language",
+        "mode",
+        "status",
+        "started_at",
+        "finished_at",
+        "kind",
+        "gpu_type",
+        "compute_capability",
+        "driver",
+        "cuda_runtime",
+        "torch_version",
+        "shape_id",
+        "trial",
+        "distribution",
+        "method",
+        "bound",
+        "tool",
+        "evidence_level",
+        "arch",
+        "grid",
+        "block",
+        "ranked_source",
+        "flags",
+        "notes",
+        "required",
+        "missing",
+        "throttle_reasons",
+        "output",
+    }
+)
 #: The same, where the key alone is ambiguous: (key, the key of the object that holds it).
 _PUBLIC_PAIRS = frozenset({("name", "device"), ("reason", "top_stalls"), ("message", "witness"),
                            ("source", "witness")})
@@ -45,15 +74,22 @@ def may_see_details(user: Any, submission: Any) -> bool:
     """The owner and staff always; anyone once the owner made the submission public."""
     if submission.public:
         return True
-    return bool(user is not None and user.is_authenticated and (user.is_staff or user.pk == submission.user_id))
+    return bool(
+        user is not None and user.is_authenticated and (user.is_staff or user.pk == submission.user_id)
+    )
 
 
 def error_kind(status: str, evaluator_status: str, message: str) -> str | None:
     """One word of ``ERROR_KINDS`` for a failed evaluation (None when it passed or is not over)."""
     text = message.lower()
-    by_evaluator = {Status.RUNTIME_ERROR: "runtime_error", Status.INCORRECT_NUMERICAL: "wrong_output",
-                    Status.INCORRECT_SHAPE: "wrong_shape", Status.INCORRECT_DTYPE: "wrong_dtype",
-                    Status.TIMEOUT: "timeout", Status.REJECTED: "rejected"}
+    by_evaluator: dict[str, str] = {
+        Status.RUNTIME_ERROR: "runtime_error",
+        Status.INCORRECT_NUMERICAL: "wrong_output",
+        Status.INCORRECT_SHAPE: "wrong_shape",
+        Status.INCORRECT_DTYPE: "wrong_dtype",
+        Status.TIMEOUT: "timeout",
+        Status.REJECTED: "rejected",
+    }
     if status == "cancelled":
         return "cancelled"
     if text.startswith("the site refused"):
@@ -90,7 +126,9 @@ def failing_shape(report: dict[str, Any] | None) -> str | None:
     return None
 
 
-def public_summary(status: str, evaluator_status: str, message: str, report: dict[str, Any] | None) -> dict[str, Any]:
+def public_summary(
+    status: str, evaluator_status: str, message: str, report: dict[str, Any] | None
+) -> dict[str, Any]:
     """The fixed-vocabulary facts of a result that anyone may read."""
     kind = error_kind(status, evaluator_status, message)
     return {"error_kind": kind, "failing_shape": failing_shape(report) if kind else None,
@@ -138,14 +176,18 @@ def public_report(report: dict[str, Any] | None) -> dict[str, Any] | None:
     public["message"] = public_message(str(report.get("status", "")), str(report.get("status", "")),
                                        str(report.get("message", "")), report)
     for shape, original in zip(public.get("shapes", []), report.get("shapes", []), strict=False):
-        shape["message"] = public_shape_message(str(original.get("status", "")), str(original.get("message", "")))
+        shape["message"] = public_shape_message(
+            str(original.get("status", "")), str(original.get("message", ""))
+        )
     return public
 
 
 def _keep(value: Any, key: str, holder: str) -> Any:
     if isinstance(value, dict):
-        return {name: ({} if name == "sandbox" else "" if name in _PRIVATE_OBJECTS else _keep(item, name, key))
-                for name, item in value.items()}
+        return {
+            name: ({} if name == "sandbox" else "" if name in _PRIVATE_OBJECTS else _keep(item, name, key))
+            for name, item in value.items()
+        }
     if isinstance(value, list):
         return [_keep(item, key, holder) for item in value]
     if isinstance(value, str):
@@ -160,7 +202,9 @@ def public_evidence(evidence: dict[str, Any] | None) -> dict[str, Any]:
         return {}
     archs = {}
     for arch, found in (evidence.get("archs") or {}).items():
-        kernels = [{**kernel, "name": f"kernel {index + 1}"} for index, kernel in enumerate(found.get("kernels", []))]
+        kernels = [
+            {**kernel, "name": f"kernel {index + 1}"} for index, kernel in enumerate(found.get("kernels", []))
+        ]
         warnings = [{**warning, "message": ""} for warning in found.get("warnings", [])]
         archs[arch] = {**found, "entry": "", "kernels": kernels, "warnings": warnings}
     return {**evidence, "archs": archs}

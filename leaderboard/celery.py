@@ -90,6 +90,8 @@ def site_task(
 
     def register(function: Callable[..., Any]) -> Any:
         TASK_QUEUES[name] = queue
-        return app.task(name=name, time_limit=time_limit, soft_time_limit=soft_time_limit, **options)(function)
+        return app.task(name=name, time_limit=time_limit, soft_time_limit=soft_time_limit, **options)(
+            function
+        )
 
     return register

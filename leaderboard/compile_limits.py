@@ -137,16 +137,26 @@ def compile_slot(user_id: int) -> Iterator[None]:
     folder, wait = _slot_folder(), float(settings.SOLBOARD_COMPILE_WAIT_SECONDS)
     deadline = time.monotonic() + wait
     retry = max(1, int(settings.SOLBOARD_COMPILE_SECONDS))
-    mine = _acquire([folder / f"user-{user_id}-{k}" for k in range(int(settings.SOLBOARD_COMPILE_SLOTS_PER_USER))],
-                    deadline)
+    mine = _acquire(
+        [folder / f"user-{user_id}-{k}" for k in range(int(settings.SOLBOARD_COMPILE_SLOTS_PER_USER))],
+        deadline,
+    )
     if mine is None:
-        raise CompileBusy("compile_busy", f"you already have {settings.SOLBOARD_COMPILE_SLOTS_PER_USER} upload(s) "
-                          f"compiling; retry when it has finished (in at most {retry} s)", retry)
+        raise CompileBusy(
+            "compile_busy",
+            f"you already have {settings.SOLBOARD_COMPILE_SLOTS_PER_USER} upload(s) "
+            f"compiling; retry when it has finished (in at most {retry} s)",
+            retry,
+        )
     try:
         site = _acquire([folder / f"site-{k}" for k in range(int(settings.SOLBOARD_COMPILE_SLOTS))], deadline)
         if site is None:
-            raise CompileBusy("site_busy", f"the site is compiling {settings.SOLBOARD_COMPILE_SLOTS} upload(s) "
-                              f"already; retry in {retry} s", retry)
+            raise CompileBusy(
+                "site_busy",
+                f"the site is compiling {settings.SOLBOARD_COMPILE_SLOTS} upload(s) "
+                f"already; retry in {retry} s",
+                retry,
+            )
         started = time.monotonic()
         try:
             yield

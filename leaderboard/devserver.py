@@ -11,6 +11,7 @@ SIGTERM if the supervisor itself disappears (Linux parent-death signal).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import importlib.util
 import os
@@ -41,8 +42,13 @@ PRIVATE_UMASK, RUNNER_UMASK = 0o077, 0o022
 # runner_credentials dev: the local runner signs its messages with a credential issued here (0600 in var/).
 # prepare_broker last: the embedded broker's tables and queue rows exist before two children race to
 # create them (its docstring says how that race ended `make run`).
-PREPARE_STEPS = (["migrate", "--noinput"], ["sync_gpu_types"], ["sync_problems"], ["runner_credentials", "dev"],
-                 ["prepare_broker"])
+PREPARE_STEPS = (
+    ["migrate", "--noinput"],
+    ["sync_gpu_types"],
+    ["sync_problems"],
+    ["runner_credentials", "dev"],
+    ["prepare_broker"],
+)
 
 
 @dataclass
@@ -101,8 +107,19 @@ def web_server(host: str, port: int) -> list[str]:
     """The ASGI app under uvicorn, as in production: API long-polls and event streams wait on the
     event loop instead of each holding a thread (docs/api.md). Open event streams are cut after a
     short grace period on SIGTERM; clients reconnect."""
-    return [sys.executable, "-m", "uvicorn", "leaderboard.asgi:application", "--host", host, "--port", str(port),
-            "--timeout-graceful-shutdown", "5", "--no-access-log"]
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "leaderboard.asgi:application",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--timeout-graceful-shutdown",
+        "5",
+        "--no-access-log",
+    ]
 
 
 def children(args: argparse.Namespace) -> list[Child]:
@@ -116,7 +133,9 @@ def children(args: argparse.Namespace) -> list[Child]:
     if args.no_runner:
         return procs
     if importlib.util.find_spec("runners.cli") is None:
-        print("solboard dev: no runner node in this tree (runners/cli.py); web and site worker only", flush=True)
+        print(
+            "solboard dev: no runner node in this tree (runners/cli.py); web and site worker only", flush=True
+        )
         return procs
     procs.append(Child("runner", solboard("runner", "--device", args.device), umask=RUNNER_UMASK))
     return procs
@@ -129,7 +148,9 @@ def prepare_var(env: dict[str, str]) -> None:
     make_private_dir(var)
     changed = tighten_var(var)
     if changed:
-        print(f"solboard dev: {len(changed)} path(s) in {var} were readable by others; now private", flush=True)
+        print(
+            f"solboard dev: {len(changed)} path(s) in {var} were readable by others; now private", flush=True
+        )
     urls = (env.get("DATABASE_URL") or f"sqlite:///{var / 'db.sqlite3'}", env["CELERY_BROKER_URL"],
             env.get("CELERY_RESULT_BACKEND") or default_result_backend())
     for path in (sqlite_path_of(url) for url in urls):
@@ -151,17 +172,15 @@ def prepare(env: dict[str, str]) -> int:
 
 def _die_with_parent() -> None:
     # Runs in the child between fork and exec: PR_SET_PDEATHSIG = 1.
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
 
 
 def start(child: Child, env: dict[str, str]) -> None:
     preexec = _die_with_parent if sys.platform.startswith("linux") else None
     # The supervisor is single-threaded, so preexec_fn is safe here.
     child.process = subprocess.Popen(
-        child.argv, env=env, start_new_session=True, umask=child.umask, preexec_fn=preexec  # noqa: PLW1509
+        child.argv, env=env, start_new_session=True, umask=child.umask, preexec_fn=preexec
     )
     print(f"solboard dev: started {child.name} (pid {child.process.pid})", flush=True)
 
@@ -196,10 +215,8 @@ def stop_all(procs: list[Child], grace: float = GRACE_SECONDS) -> None:
 def _signal_group(child: Child, signum: int) -> None:
     if child.process is None:
         return
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(child.process.pid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def supervise(procs: list[Child], env: dict[str, str]) -> int:

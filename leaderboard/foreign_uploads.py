@@ -45,9 +45,13 @@ def sort_upload(problem: Problem, language: str, source: str, launch_spec: str |
     except CatalogueError:
         return Upload(language, source, launch_spec)  # the problem left the catalogue: checked as Python
     if imported_format(catalogue) != "sol-execbench":
-        raise ValidationError({"source": f"a SOL-ExecBench solution.json is taken only by problems imported from "
-                                         f"SOL-ExecBench; {problem.name} takes {', '.join(problem.languages)} "
-                                         "submissions (docs/problems.md, docs/ptx.md)"})
+        raise ValidationError(
+            {
+                "source": f"a SOL-ExecBench solution.json is taken only by problems imported from "
+                f"SOL-ExecBench; {problem.name} takes {', '.join(problem.languages)} "
+                "submissions (docs/problems.md, docs/ptx.md)"
+            }
+        )
     try:
         native = native_solution(solution, catalogue)
     except ForeignError as error:
@@ -55,5 +59,7 @@ def sort_upload(problem: Problem, language: str, source: str, launch_spec: str |
     if native is None:
         return Upload(language, source, launch_spec, solution=True)
     if launch_spec and native.launch_spec:
-        raise ValidationError({"launch_spec": "the solution.json carries its own launch spec: send one of the two"})
+        raise ValidationError(
+            {"launch_spec": "the solution.json carries its own launch spec: send one of the two"}
+        )
     return Upload(native.language, native.source, launch_spec or native.launch_spec)

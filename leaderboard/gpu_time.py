@@ -34,7 +34,9 @@ def job_began(evaluation: Evaluation) -> datetime | None:
     return evaluation.started_at or evaluation.enqueued_at
 
 
-def seconds_used(evaluation: Evaluation, result: JobResult, began: datetime | None, now: datetime) -> float | None:
+def seconds_used(
+    evaluation: Evaluation, result: JobResult, began: datetime | None, now: datetime
+) -> float | None:
     """The GPU-seconds to store for ``evaluation`` ended by ``result``, or None when the site has no
     clock to bound them by (never handed over: nothing ran)."""
     if began is None:
@@ -58,8 +60,13 @@ def record_after_cancel(evaluation: Evaluation, result: JobResult) -> str:
     """A running job its owner cancelled still used the GPU until its runner killed it: the
     runner's result for that very job (its job id, from the runner that ran it) gives the figure."""
     runner = evaluation.runner.name if evaluation.runner is not None else None
-    if (evaluation.status != EvaluationStatus.CANCELLED or evaluation.started_at is None
-            or str(evaluation.job_id) != result.job_id or runner != result.runner or evaluation.gpu_seconds is not None):
+    if (
+        evaluation.status != EvaluationStatus.CANCELLED
+        or evaluation.started_at is None
+        or str(evaluation.job_id) != result.job_id
+        or runner != result.runner
+        or evaluation.gpu_seconds is not None
+    ):
         return ""
     record(evaluation, result, evaluation.started_at)
     return "; GPU time recorded"
@@ -90,9 +97,11 @@ def totals(owner: Q, day_start: datetime) -> dict[str, float]:
 
 def token_totals(token_ids: list[int], day_start: datetime) -> dict[int, dict[str, float]]:
     """All-time and today's GPU-seconds per token, in one query for a list of tokens."""
-    rows = (Evaluation.objects.filter(submission__origin__token_id__in=token_ids, gpu_seconds__isnull=False)
-            .values("submission__origin__token_id")
-            .annotate(total=Sum("gpu_seconds"), today=Sum("gpu_seconds", filter=Q(finished_at__gte=day_start))))
+    rows = (
+        Evaluation.objects.filter(submission__origin__token_id__in=token_ids, gpu_seconds__isnull=False)
+        .values("submission__origin__token_id")
+        .annotate(total=Sum("gpu_seconds"), today=Sum("gpu_seconds", filter=Q(finished_at__gte=day_start)))
+    )
     found = {row["submission__origin__token_id"]: row for row in rows}
     return {token_id: {"total": round(float((found.get(token_id) or {}).get("total") or 0.0), 3),
                        "today": round(float((found.get(token_id) or {}).get("today") or 0.0), 3)}

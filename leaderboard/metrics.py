@@ -40,7 +40,9 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 REQUEST_LATENCY = Histogram("solboard_http_request_duration_seconds", "Time to answer an HTTP request.",
                             ["method", "route", "status"], buckets=LATENCY_BUCKETS)
 #: A rejection whose message says the witness did not confirm the timing (docs/security.md, section 2).
-WITNESS_REJECTION = Q(status="rejected") & (Q(message__icontains="not confirmed") | Q(message__icontains="witness"))
+WITNESS_REJECTION = Q(status="rejected") & (
+    Q(message__icontains="not confirmed") | Q(message__icontains="witness")
+)
 
 
 def _route(request: HttpRequest) -> str:
@@ -66,7 +68,9 @@ class RequestLatencyMiddleware(HybridMiddleware):
     @staticmethod
     def _observe(request: HttpRequest, response: HttpResponse, started: float) -> None:
         status = f"{response.status_code // 100}xx"
-        REQUEST_LATENCY.labels(request.method or "", _route(request), status).observe(time.perf_counter() - started)
+        REQUEST_LATENCY.labels(request.method or "", _route(request), status).observe(
+            time.perf_counter() - started
+        )
 
 
 class DatabaseCollector(Collector):
@@ -75,23 +79,34 @@ class DatabaseCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         from leaderboard.models import Evaluation, RunnerNode
 
-        queued = GaugeMetricFamily("solboard_queue_depth", "Evaluations queued, per GPU type.", labels=["gpu_type"])
-        outcomes = GaugeMetricFamily("solboard_evaluations", "Evaluations per GPU type and status (jobs by outcome).",
-                                     labels=["gpu_type", "status"])
+        queued = GaugeMetricFamily(
+            "solboard_queue_depth", "Evaluations queued, per GPU type.", labels=["gpu_type"]
+        )
+        outcomes = GaugeMetricFamily(
+            "solboard_evaluations",
+            "Evaluations per GPU type and status (jobs by outcome).",
+            labels=["gpu_type", "status"],
+        )
         for row in Evaluation.objects.values("gpu_type__key", "status").annotate(n=Count("id")):
             outcomes.add_metric([row["gpu_type__key"], row["status"]], row["n"])
             if row["status"] == "queued":
                 queued.add_metric([row["gpu_type__key"]], row["n"])
         yield queued
         yield outcomes
-        yield GaugeMetricFamily("solboard_witness_rejections", "Evaluations rejected because the witness did not "
-                                "confirm their timing.", value=Evaluation.objects.filter(WITNESS_REJECTION).count())
+        yield GaugeMetricFamily(
+            "solboard_witness_rejections",
+            "Evaluations rejected because the witness did not confirm their timing.",
+            value=Evaluation.objects.filter(WITNESS_REJECTION).count(),
+        )
         yield self._heartbeats(RunnerNode.objects.values_list("name", "gpu_type__key", "last_heartbeat"))
 
     @staticmethod
     def _heartbeats(nodes: Any) -> GaugeMetricFamily:
-        ages = GaugeMetricFamily("solboard_runner_heartbeat_age_seconds", "Seconds since each runner's last "
-                                 "heartbeat (stale past SOLBOARD_RUNNER_STALE_SECONDS).", labels=["runner", "gpu_type"])
+        ages = GaugeMetricFamily(
+            "solboard_runner_heartbeat_age_seconds",
+            "Seconds since each runner's last heartbeat (stale past SOLBOARD_RUNNER_STALE_SECONDS).",
+            labels=["runner", "gpu_type"],
+        )
         now = timezone.now()
         for name, gpu_type, last in nodes:
             if last is not None:

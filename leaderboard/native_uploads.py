@@ -50,7 +50,9 @@ def _refuse_gpu_types_without_arch(language: str, gpus: Sequence[GpuType]) -> No
         return
     label = Language(language).label
     names = ", ".join(f"{gpu.key} ({gpu.name})" for gpu in without)
-    runnable = ", ".join(GpuType.objects.filter(arch__isnull=False).exclude(arch="").values_list("key", flat=True))
+    runnable = ", ".join(
+        GpuType.objects.filter(arch__isnull=False).exclude(arch="").values_list("key", flat=True)
+    )
     raise ValidationError(
         {"gpu_types": f"{names} has no GPU architecture and cannot run {label} submissions; "
                       f"choose a GPU type with one: {runnable}"}

@@ -25,8 +25,9 @@ def queue_position(evaluation: Evaluation) -> int | None:
     if evaluation.status != EvaluationStatus.QUEUED:
         return None
     earlier = Q(queued_at__lt=evaluation.queued_at) | Q(queued_at=evaluation.queued_at, pk__lt=evaluation.pk)
-    ahead = Evaluation.objects.filter(earlier, gpu_type_id=evaluation.gpu_type_id, status=EvaluationStatus.QUEUED,
-                                      cancel_requested=False).count()
+    ahead = Evaluation.objects.filter(
+        earlier, gpu_type_id=evaluation.gpu_type_id, status=EvaluationStatus.QUEUED, cancel_requested=False
+    ).count()
     return ahead + 1
 
 
@@ -68,4 +69,8 @@ def availability(gpu_key: str, world_size: int, served: Counter[str] | None = No
 def unserved(gpu_keys: list[str], world_size: int) -> list[Availability]:
     """The GPU types among ``gpu_keys`` whose queue no live runner serves now."""
     counts = live_runners_by_queue()
-    return [found for key in dict.fromkeys(gpu_keys) if not (found := availability(key, world_size, counts)).served]
+    return [
+        found
+        for key in dict.fromkeys(gpu_keys)
+        if not (found := availability(key, world_size, counts)).served
+    ]

@@ -9,7 +9,7 @@ idempotent per problem version: a line already submitted with the same source is
 development device; its row says so.
 
 Never ranked: every submission of ``REFERENCE_USER`` is a reference line
-(``leaderboard.models.is_reference_submission``); ``leaderboard.rankings.is_rank_eligible`` refuses
+(``leaderboard.models.is_reference_submission``); ``leaderboard.ranking_maintenance.is_rank_eligible`` refuses
 them and the problem page's provisional list leaves them out.
 
 Read side (``line_rows``): each line of a problem version on a GPU type with its status, the
@@ -47,13 +47,17 @@ class NotTheSystemAccount(RuntimeError):
 def reference_user() -> Any:
     """The system account (created inactive, without a usable password). An account of that name
     someone signed up with is refused: its owner would own the lines (and could cancel them)."""
-    user, created = get_user_model().objects.get_or_create(username=REFERENCE_USER, defaults={"is_active": False})
+    user, created = get_user_model().objects.get_or_create(
+        username=REFERENCE_USER, defaults={"is_active": False}
+    )
     if created:
         user.set_unusable_password()
         user.save(update_fields=["password"])
     elif user.is_active or user.has_usable_password():
-        raise NotTheSystemAccount(f"the account {REFERENCE_USER!r} exists and can log in: it is not the system "
-                                  "account reference lines are submitted as (rename it, then run again)")
+        raise NotTheSystemAccount(
+            f"the account {REFERENCE_USER!r} exists and can log in: it is not the system "
+            "account reference lines are submitted as (rename it, then run again)"
+        )
     return user
 
 
@@ -114,7 +118,9 @@ def _measure(user: Any, problem: Problem, gpu: GpuType, spec: ReferenceSpec, aga
         return said(f"refused: {'; '.join(error.messages)}")
     with transaction.atomic():
         submission = save_submission(user, checked)
-        type(submission).objects.filter(pk=submission.pk).update(public=True)  # its source is the repository's
+        type(submission).objects.filter(pk=submission.pk).update(
+            public=True
+        )  # its source is the repository's
         _save_line(line, problem, gpu, spec, submission)
     return said(f"submitted (submission {submission.pk})")
 
@@ -221,10 +227,13 @@ def _figures(evaluation_ids: Iterable[int]) -> dict[int, list[LineShape]]:
     ids = list(evaluation_ids)
     if not ids:
         return {}
-    rows = (ShapeResult.objects.filter(evaluation_id__in=ids, status=Status.PASSED)
-            .order_by("shape__position")
-            .values_list("evaluation_id", "shape_id", "shape__shape_id", "median_us", "speedup", "sol_fraction",
-                         "score"))
+    rows = (
+        ShapeResult.objects.filter(evaluation_id__in=ids, status=Status.PASSED)
+        .order_by("shape__position")
+        .values_list(
+            "evaluation_id", "shape_id", "shape__shape_id", "median_us", "speedup", "sol_fraction", "score"
+        )
+    )
     found: dict[int, list[LineShape]] = {}
     for evaluation_id, *values in rows:
         found.setdefault(evaluation_id, []).append(LineShape(*values))
@@ -239,11 +248,21 @@ def _row(line: ReferenceLine, shapes: list[LineShape], score_shapes: set[int]) -
     score = evaluation.score if evaluation is not None and evaluation.score is not None else (
         problem_score(scores) if score_shapes and len(scores) == len(score_shapes) else None)
     return LineRow(
-        label=line.label, title=line.title, kind=line.kind, status=status, status_text=text, package=line.package,
-        versions=measured_versions(evaluation.log if evaluation is not None else ""), url=line.url,
-        source_path=line.source_path, submission_id=line.submission_id, evaluation_id=line.evaluation_id,
-        score=score if status == "measured" else None, speedup=_geomean([item.speedup for item in counted]),
-        sol_fraction=_geomean([item.sol_fraction for item in counted]), shapes=shapes,
+        label=line.label,
+        title=line.title,
+        kind=line.kind,
+        status=status,
+        status_text=text,
+        package=line.package,
+        versions=measured_versions(evaluation.log if evaluation is not None else ""),
+        url=line.url,
+        source_path=line.source_path,
+        submission_id=line.submission_id,
+        evaluation_id=line.evaluation_id,
+        score=score if status == "measured" else None,
+        speedup=_geomean([item.speedup for item in counted]),
+        sol_fraction=_geomean([item.sol_fraction for item in counted]),
+        shapes=shapes,
     )
 
 

@@ -29,7 +29,9 @@ from leaderboard.models import GpuType, RunnerNode
 def runner_rows(staff: bool) -> list[dict[str, Any]]:
     now = timezone.now()
     rows = []
-    for node in RunnerNode.objects.select_related("gpu_type", "current_evaluation__gpu_type").order_by("name"):
+    for node in RunnerNode.objects.select_related("gpu_type", "current_evaluation__gpu_type").order_by(
+        "name"
+    ):
         age = (now - node.last_heartbeat).total_seconds() if node.last_heartbeat else None
         rows.append({
             "name": node.name,

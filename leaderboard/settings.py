@@ -128,7 +128,9 @@ def _database(url: str) -> dict[str, Any]:
         # 0 by default: under the ASGI server each request's sync code runs in a thread of its own,
         # and a persistent connection per thread would pile up (Django's docs on ASGI say the same).
         max_age = env_int("DATABASE_CONN_MAX_AGE", 0, minimum=0)
-        config: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=max_age, conn_health_checks=True))
+        config: dict[str, Any] = dict(
+            dj_database_url.parse(url, conn_max_age=max_age, conn_health_checks=True)
+        )
     except ValueError as error:
         raise ConfigError(f"DATABASE_URL={url!r} cannot be parsed: {error}") from None
     if config["ENGINE"] == "django.db.backends.sqlite3":
@@ -215,10 +217,13 @@ SOLBOARD_BROKER_WAIT_MAX_SECONDS = env_float(
     "SOLBOARD_BROKER_WAIT_MAX_SECONDS", BROKER_VISIBILITY_TIMEOUT_S + 600.0, minimum=1)
 # Stage limits sent with every job (defaults: the protocol's JobLimits).
 _JOB_LIMITS = JobLimits()
-SOLBOARD_JOB_COMPILE_SECONDS = env_float("SOLBOARD_JOB_COMPILE_SECONDS", _JOB_LIMITS.compile_seconds, minimum=1)
+SOLBOARD_JOB_COMPILE_SECONDS = env_float(
+    "SOLBOARD_JOB_COMPILE_SECONDS", _JOB_LIMITS.compile_seconds, minimum=1
+)
 SOLBOARD_JOB_TEST_SECONDS = env_float("SOLBOARD_JOB_TEST_SECONDS", _JOB_LIMITS.test_seconds, minimum=1)
 SOLBOARD_JOB_RANKED_SECONDS = env_float("SOLBOARD_JOB_RANKED_SECONDS", _JOB_LIMITS.ranked_seconds, minimum=1)
-# The website serves a ranking board or the home page's tables rendered at most this long ago (0: never cached).
+# The website serves a ranking board or the home page's tables rendered at most this long ago
+# (0: never cached).
 SOLBOARD_WEB_CACHE_SECONDS = env_int("SOLBOARD_WEB_CACHE_SECONDS", 10, minimum=0)
 # An anonymous visitor's problem page is rebuilt when a result changes it, and at least this often.
 SOLBOARD_WEB_PAGE_SECONDS = env_int("SOLBOARD_WEB_PAGE_SECONDS", 300, minimum=1)
@@ -287,7 +292,9 @@ SOLBOARD_QUOTA_DAILY_PER_PROBLEM = env_int("SOLBOARD_QUOTA_DAILY_PER_PROBLEM", 2
 SOLBOARD_QUOTA_DAILY_BY_GPU = _limits_by_key("SOLBOARD_QUOTA_DAILY_BY_GPU")
 # GPU-seconds per UTC day (leaderboard/gpu_time.py), per user and per API token; 0: no limit.
 SOLBOARD_QUOTA_GPU_SECONDS_PER_DAY = env_float("SOLBOARD_QUOTA_GPU_SECONDS_PER_DAY", 0.0, minimum=0.0)
-SOLBOARD_QUOTA_TOKEN_GPU_SECONDS_PER_DAY = env_float("SOLBOARD_QUOTA_TOKEN_GPU_SECONDS_PER_DAY", 0.0, minimum=0.0)
+SOLBOARD_QUOTA_TOKEN_GPU_SECONDS_PER_DAY = env_float(
+    "SOLBOARD_QUOTA_TOKEN_GPU_SECONDS_PER_DAY", 0.0, minimum=0.0
+)
 SOLBOARD_API_MAX_WAIT_SECONDS = env_int("SOLBOARD_API_MAX_WAIT_SECONDS", 60, minimum=1)
 SOLBOARD_WAIT_POLL_SECONDS = env_float("SOLBOARD_WAIT_POLL_SECONDS", 0.5, minimum=0.05)
 SOLBOARD_WEBHOOK_MAX_ATTEMPTS = env_int("SOLBOARD_WEBHOOK_MAX_ATTEMPTS", 8, minimum=1)

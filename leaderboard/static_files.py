@@ -32,7 +32,9 @@ class WhiteNoiseMiddleware(SyncWhiteNoiseMiddleware):
         return super().__call__(request)
 
     async def _serve_or_await(self, request: HttpRequest) -> HttpResponseBase:
-        static_file = self.find_file(request.path_info) if self.autorefresh else self.files.get(request.path_info)
+        static_file = (
+            self.find_file(request.path_info) if self.autorefresh else self.files.get(request.path_info)
+        )
         if static_file is not None:
             return self.serve(static_file, request)
         response: Awaitable[HttpResponseBase] = self.get_response(request)

@@ -68,7 +68,9 @@ def check_submission(
     if language in NATIVE_LANGUAGES:  # last: the only check that runs tools (ptxas, nvcc)
         check_macro_bomb(source)
         with compile_slot(user.pk):
-            evidence = validate_native_upload(problem, language, source, launch_spec, gpus, site_tool_limits())
+            evidence = validate_native_upload(
+                problem, language, source, launch_spec, gpus, site_tool_limits()
+            )
     return CheckedSubmission(problem, language, source, gpus, mode, launch_spec, evidence)
 
 
@@ -76,8 +78,13 @@ def save_submission(user: Any, checked: CheckedSubmission) -> Submission:
     """Save the Submission and one Evaluation per GPU type in one short transaction; enqueue after commit."""
     with transaction.atomic():
         submission = Submission.objects.create(
-            user=user, problem=checked.problem, problem_version=checked.problem.version, language=checked.language,
-            source=checked.source, launch_spec=checked.launch_spec, static_evidence=checked.evidence,
+            user=user,
+            problem=checked.problem,
+            problem_version=checked.problem.version,
+            language=checked.language,
+            source=checked.source,
+            launch_spec=checked.launch_spec,
+            static_evidence=checked.evidence,
         )
         for gpu in checked.gpus:
             Evaluation.objects.create(submission=submission, gpu_type=gpu, mode=checked.mode)
@@ -131,8 +138,12 @@ def _check_source(language: str, source: str, solution: bool = False) -> None:
         try:
             ast.parse(source, filename="submission.py")  # parsed only: never executed on the site
         except SyntaxError as error:
-            raise ValidationError({"source": f"Python does not parse: line {error.lineno}: {error.msg}"}) from None
-        missing = None if solution else entry_point_problem(source)  # no runner job for a file with nothing to call
+            raise ValidationError(
+                {"source": f"Python does not parse: line {error.lineno}: {error.msg}"}
+            ) from None
+        missing = (
+            None if solution else entry_point_problem(source)
+        )  # no runner job for a file with nothing to call
         if missing:
             raise ValidationError({"source": missing})
 

@@ -13,7 +13,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from evaluator.gpus import GpuSpec, load_gpu_specs
+from evaluator.gpu_specs import GpuSpec, load_gpu_specs
 from evaluator.problems import Problem as CatalogueProblem
 from evaluator.problems import load_catalogue
 from leaderboard.models import GpuType, Problem, Shape
@@ -92,9 +92,13 @@ def _up_to_date(row: Problem, problem: CatalogueProblem, digest: str) -> bool:
 
 def _warn_about_version(row: Problem, problem: CatalogueProblem, digest: str, report: SyncReport) -> None:
     if row.catalogue_sha256 != digest and row.version == problem.version:
-        report.warnings.append(f"{problem.name}: content changed without a version bump (still v{row.version})")
+        report.warnings.append(
+            f"{problem.name}: content changed without a version bump (still v{row.version})"
+        )
     if problem.version < row.version:
-        report.warnings.append(f"{problem.name}: catalogue v{problem.version} is older than stored v{row.version}")
+        report.warnings.append(
+            f"{problem.name}: catalogue v{problem.version} is older than stored v{row.version}"
+        )
 
 
 def _problem_values(problem: CatalogueProblem) -> dict[str, Any]:

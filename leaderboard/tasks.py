@@ -8,11 +8,27 @@ deprecates the queue attribute; ``site_task`` puts it in the routes table). Runn
 
 from __future__ import annotations
 
+import logging
 import socket
 from typing import Any
 
+from django.db import OperationalError
+
+# The webhook and page-rebuild tasks live beside their code; importing them registers them here.
+from leaderboard.api.tasks import deliver_webhook  # noqa: F401
 from leaderboard.celery import site_task
-from solboard_common.protocol import SITE_QUEUE
+from leaderboard.web.tasks import rebuild_page  # noqa: F401
+from solboard_common.protocol import (
+    SITE_HEARTBEAT_TASK,
+    SITE_PROVISIONAL_TASK,
+    SITE_QUEUE,
+    SITE_RESULT_TASK,
+    SITE_STARTED_TASK,
+    Heartbeat,
+    JobProvisional,
+    JobResult,
+    JobStarted,
+)
 
 
 @site_task(name="leaderboard.ping", bind=True, queue=SITE_QUEUE, time_limit=30, soft_time_limit=20)
@@ -31,21 +47,6 @@ def ping(self: Any) -> dict[str, Any]:
 # Thin: leaderboard.dispatch.inbox authenticates the message (runner credential, HMAC, time window,
 # nonce, node name), validates it with its protocol model, then calls leaderboard.dispatch. A
 # message that fails either is logged and dropped (acked): redelivering it would fail the same way.
-
-import logging
-
-from django.db import OperationalError
-
-from solboard_common.protocol import (
-    SITE_HEARTBEAT_TASK,
-    SITE_PROVISIONAL_TASK,
-    SITE_RESULT_TASK,
-    SITE_STARTED_TASK,
-    Heartbeat,
-    JobProvisional,
-    JobResult,
-    JobStarted,
-)
 
 _runner_log = logging.getLogger("leaderboard.dispatch")
 #: A locked or briefly unreachable database is retried, not dropped: acks_late acks a task that
@@ -119,8 +120,3 @@ def sweep() -> dict[str, int]:
 
     report = dispatch.sweep()
     return {"released": report.released, "requeued": report.requeued, "failed": report.failed}
-
-
-# ---------------------------------------------------------------- API webhooks, anonymous pages
-from leaderboard.api.tasks import deliver_webhook  # noqa: F401  (registers leaderboard.deliver_webhook)
-from leaderboard.web.tasks import rebuild_page  # noqa: F401  (registers leaderboard.rebuild_page)

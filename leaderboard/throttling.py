@@ -30,7 +30,9 @@ def client_ip(request: HttpRequest) -> str | None:
     remote = request.META.get("REMOTE_ADDR")
     if proxies <= 0:
         return remote
-    forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]
+    forwarded = [
+        part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()
+    ]
     return forwarded[-proxies] if len(forwarded) >= proxies else remote
 
 
@@ -40,9 +42,13 @@ def cooloff_seconds() -> int:
 
 def login_locked_error() -> ApiError:
     wait = cooloff_seconds()
-    return ApiError("login_locked", f"too many failed logins from this address or for this user; try again in "
-                    f"{wait // 60} minutes (API tokens still work)", headers={"Retry-After": str(wait)},
-                    retry_after=wait)
+    return ApiError(
+        "login_locked",
+        f"too many failed logins from this address or for this user; try again in "
+        f"{wait // 60} minutes (API tokens still work)",
+        headers={"Retry-After": str(wait)},
+        retry_after=wait,
+    )
 
 
 def lockout_response(request: HttpRequest, original_response: HttpResponse | None = None,
@@ -86,9 +92,13 @@ class RateLimit:
 
     def refusal(self, used: int) -> ApiError:
         _, wait = self._key(0)
-        return ApiError("rate_limited", f"at most {self.limit} {self.scope} per {self.window} s (used {used}); "
-                        f"retry in {wait} s", headers={"Retry-After": str(max(1, wait))}, retry_after=wait,
-                        limit=self.limit)
+        return ApiError(
+            "rate_limited",
+            f"at most {self.limit} {self.scope} per {self.window} s (used {used}); retry in {wait} s",
+            headers={"Retry-After": str(max(1, wait))},
+            retry_after=wait,
+            limit=self.limit,
+        )
 
     def charge(self, user_id: int, cost: int = 1) -> None:
         """Count ``cost`` requests now; ApiError ``rate_limited`` (429, ``Retry-After``) past the limit."""

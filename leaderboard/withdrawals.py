@@ -18,7 +18,7 @@ from django.http import HttpResponse
 from django.template import engines
 
 from leaderboard.models import Evaluation, EvaluationStatus, Mode, RankingEntry, Withdrawal
-from leaderboard.rankings import refresh_rankings_for
+from leaderboard.ranking_maintenance import refresh_rankings_for
 from leaderboard.signals import rankings_changed
 
 #: The longest note accepted (it is shown in full on the report).
@@ -86,7 +86,8 @@ and on the report; the owner may appeal with a re-run (a new evaluation, judged 
 #{{ evaluation.submission_id }} by {{ evaluation.submission.user }} on {{ evaluation.gpu_type }}
 ({{ evaluation.status }}, score {{ evaluation.score|default:"none" }})</li>{% endfor %}</ul>
 <form method="post">{% csrf_token %}
-{% for evaluation in evaluations %}<input type="hidden" name="_selected_action" value="{{ evaluation.pk }}">{% endfor %}
+{% for evaluation in evaluations %}<input type="hidden" name="_selected_action"
+value="{{ evaluation.pk }}">{% endfor %}
 <input type="hidden" name="action" value="withdraw_from_rankings">
 {% if error %}<p class="errornote">{{ error }}</p>{% endif %}
 <p><label for="note">Why (public, required, at most {{ limit }} characters):</label><br>

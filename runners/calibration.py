@@ -68,7 +68,9 @@ def calibrate_link(folder: Path, gpu_type: str, driver: str, gpu_indices: tuple[
     if path.exists():
         return path
     log.info("calibrating the link of %d x %s (driver %s) on GPUs %s", count, gpu_type, driver, gpu_indices)
-    link = _run_calibrate(["--world-size", str(count), "--device", device], gpu_indices, f"{count} x {gpu_type}")
+    link = _run_calibrate(
+        ["--world-size", str(count), "--device", device], gpu_indices, f"{count} x {gpu_type}"
+    )
     if link is None:
         return None
     base: dict[str, Any] = {}

@@ -73,14 +73,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", type=_device, default="auto",
                         help="auto (every GPU NVML finds, else the CPU development device), cuda, cpu, "
                         "or one GPU index (the same as --device cuda --gpus INDEX).")
-    parser.add_argument("--broker", help="Broker URL: deprecated, a password here is visible to every user of "
-                        "the host (use CELERY_BROKER_URL or --broker-file).")
+    parser.add_argument(
+        "--broker",
+        help="Broker URL: deprecated, a password here is visible to every user of "
+        "the host (use CELERY_BROKER_URL or --broker-file).",
+    )
     parser.add_argument("--broker-file", type=Path,
                         help="A 0600 file holding the broker URL (default: CELERY_BROKER_URL, "
                         "SOLBOARD_BROKER_URL_FILE, else the embedded broker).")
-    parser.add_argument("--credential-file", type=Path,
-                        help="A 0600 file holding this node's runner credential (default: "
-                        "SOLBOARD_RUNNER_CREDENTIAL, SOLBOARD_RUNNER_CREDENTIAL_FILE, else $SOLBOARD_VAR/runner-credential).")
+    parser.add_argument(
+        "--credential-file",
+        type=Path,
+        help="A 0600 file holding this node's runner credential (default: "
+        "SOLBOARD_RUNNER_CREDENTIAL, SOLBOARD_RUNNER_CREDENTIAL_FILE, else $SOLBOARD_VAR/runner-credential).",
+    )
     parser.add_argument("--name", type=_name, help="Node name (default: the credential's node name).")
     parser.add_argument("--gpus", type=_gpu_list, help="Only these GPU indices (NVML numbering), e.g. 0,1.")
     parser.add_argument("--scratch", type=Path, help="Where job scratch folders go (default: STATE/scratch).")
@@ -114,12 +120,16 @@ def resolve_credential(path: Path | None) -> Credential:
 def node_name(requested: str | None, credential: Credential) -> str:
     """The credential speaks for one node: --name may repeat it, not change it."""
     if requested and requested != credential.node:
-        raise CredentialError(f"--name {requested!r}, but the runner credential is for node {credential.node!r} "
-                              "(the site accepts messages from that node only)")
+        raise CredentialError(
+            f"--name {requested!r}, but the runner credential is for node {credential.node!r} "
+            "(the site accepts messages from that node only)"
+        )
     try:
         control_queue(credential.node)
     except ValueError:
-        raise CredentialError(f"the runner credential names node {credential.node!r}, not a node name") from None
+        raise CredentialError(
+            f"the runner credential names node {credential.node!r}, not a node name"
+        ) from None
     return credential.node
 
 

@@ -191,12 +191,20 @@ def run(job: Job, ctx: Context, cancel_reason: Callable[[], str | None], spare: 
             inputs = write_inputs(job, root, ctx, user)
             running = sandbox.start(
                 sandbox.Spec(
-                    argv=evaluator_argv(job, ctx, inputs), env=job_env(ctx, root, marker),
-                    limits=limits_for(job, ctx.slot), user=user, hide=hidden_state(ctx),
+                    argv=evaluator_argv(job, ctx, inputs),
+                    env=job_env(ctx, root, marker),
+                    limits=limits_for(job, ctx.slot),
+                    user=user,
+                    hide=hidden_state(ctx),
                     on_start=lambda pid: ctx.state.write_slot(
-                        ctx.slot.key, job_id=job.job_id, evaluation_id=job.evaluation_id, pgid=pid, marker=marker
+                        ctx.slot.key,
+                        job_id=job.job_id,
+                        evaluation_id=job.evaluation_id,
+                        pgid=pid,
+                        marker=marker,
                     ),
-                    watch=gpu_memory_watch(job, ctx.slot), slot=ctx.slot.key,
+                    watch=gpu_memory_watch(job, ctx.slot),
+                    slot=ctx.slot.key,
                 ),
                 root,
             )
@@ -207,7 +215,7 @@ def run(job: Job, ctx: Context, cancel_reason: Callable[[], str | None], spare: 
             timeline.process_ended()
             _keep_artifacts(inputs.artifacts, ctx.state.root / "artifacts" / safe_name(job.job_id))
     except (sandbox.SandboxError, OSError) as error:
-        return _result(job, ctx, "sandbox_error", f"the sandbox could not be set up: {error}")
+        return job_result(job, ctx, "sandbox_error", f"the sandbox could not be set up: {error}")
     return to_job_result(job, ctx, result, cancel_reason(), timeline)
 
 
@@ -230,7 +238,7 @@ def _run_in_spare(job: Job, ctx: Context, cancel_reason: Callable[[], str | None
             _keep_artifacts(inputs.artifacts, ctx.state.root / "artifacts" / safe_name(job.job_id))
     except (sandbox.SandboxError, OSError) as error:
         spare.discard()
-        return _result(job, ctx, "sandbox_error", f"the warm spare could not take the job: {error}")
+        return job_result(job, ctx, "sandbox_error", f"the warm spare could not take the job: {error}")
     if spare_not_ready(result):
         return None
     answer = to_job_result(job, ctx, result, cancel_reason(), timeline)
@@ -246,7 +254,9 @@ def spare_not_ready(result: sandbox.Result) -> bool:
             and jobstream.last_event(result.stdout, "report") is None)
 
 
-def _event_lines(job: Job, timeline: Timeline, on_provisional: OnProvisional | None) -> Callable[[bytes], None]:
+def _event_lines(
+    job: Job, timeline: Timeline, on_provisional: OnProvisional | None
+) -> Callable[[bytes], None]:
     """A stdout line handler: notes when each event came (``timeline``) and hands each provisional
     report (for this job, with the runner's phases so far) to ``on_provisional``."""
 
@@ -320,20 +330,26 @@ def to_job_result(job: Job, ctx: Context, result: sandbox.Result, cancel_reason:
     stderr = result.stderr.decode("utf-8", "replace")
     if result.cancelled:
         if cancel_reason == SHUTDOWN_REASON:
-            return _result(job, ctx, "runner_error", "released: the runner shut down during the job", stderr)
-        return _result(job, ctx, "cancelled", f"cancelled: {cancel_reason}", stderr)
+            return job_result(
+                job, ctx, "runner_error", "released: the runner shut down during the job", stderr
+            )
+        return job_result(job, ctx, "cancelled", f"cancelled: {cancel_reason}", stderr)
     if result.timed_out:
-        message = (f"the job ran past the runner's wall limit of {limits_for(job, ctx.slot).wall_seconds:g} s; "
-                   "its process group and its user's processes were killed")
-        return _result(job, ctx, "timeout", message, stderr)
+        message = (
+            f"the job ran past the runner's wall limit of {limits_for(job, ctx.slot).wall_seconds:g} s; "
+            "its process group and its user's processes were killed"
+        )
+        return job_result(job, ctx, "timeout", message, stderr)
     if result.jail_failed:
-        return _result(job, ctx, "sandbox_error", f"the sandbox refused to start: {stderr.strip()[-2000:]}", stderr)
+        return job_result(
+            job, ctx, "sandbox_error", f"the sandbox refused to start: {stderr.strip()[-2000:]}", stderr
+        )
     failure = jobpolicy.job_failure(result)
     if failure is not None and jobstream.last_event(result.stdout, "report") is None:
-        return _result(job, ctx, "job_failed", f"{failure}: the submission's failure", stderr)
+        return job_result(job, ctx, "job_failed", f"{failure}: the submission's failure", stderr)
     report, problem = _parse_report(job, result)
     if report is None:
-        return _result(job, ctx, "evaluator_error", problem, stderr)
+        return job_result(job, ctx, "evaluator_error", problem, stderr)
     report.sandbox.update(result.facts)
     report.sandbox["leftover_processes_killed"] = str(result.leftovers_killed)
     if timeline is not None:
@@ -369,12 +385,21 @@ def _parse_report(job: Job, result: sandbox.Result) -> tuple[EvaluationReport | 
     try:
         report = EvaluationReport.model_validate(event["report"])
     except ValidationError as error:
-        return None, f"the evaluator printed no valid report ({error.error_count()} errors); stderr tail:\n{tail}"
+        return (
+            None,
+            f"the evaluator printed no valid report ({error.error_count()} errors); stderr tail:\n{tail}",
+        )
     if (report.problem, report.mode, report.language) != (job.problem, job.mode, job.language):
         return None, f"the report is for {report.problem}/{report.mode}/{report.language}, not this job"
     return report, ""
 
 
-def _result(job: Job, ctx: Context, outcome: str, message: str, log: str = "") -> JobResult:
+def job_result(job: Job, ctx: Context, outcome: str, message: str, log: str = "") -> JobResult:
+    """A JobResult without a report: the job ended (or never started) for ``outcome``, said in ``message``.
+
+    Used here when the sandbox or the evaluator failed, and by jobflow when a job is refused before
+    it runs (cancelled, shutting down, GPU still held). ``log`` keeps only its last
+    ``job.limits.log_bytes`` bytes, the part that says why.
+    """
     return JobResult(job_id=job.job_id, evaluation_id=job.evaluation_id, runner=ctx.runner,
                      outcome=outcome, message=message, log=log[-job.limits.log_bytes:])  # type: ignore[arg-type]

@@ -15,7 +15,9 @@ from solboard_common.protocol import GpuInfo, Heartbeat
 VERSION = "solboard-runner/1"
 
 
-def build(node: str, slot: Slot, state: StateDir, gpus: list[GpuInfo], calibration: dict[str, float]) -> Heartbeat:
+def build(
+    node: str, slot: Slot, state: StateDir, gpus: list[GpuInfo], calibration: dict[str, float]
+) -> Heartbeat:
     current = state.read_slot(slot.key)
     healthy, problem = jobflow.read_health(state, slot.key)
     return Heartbeat(

@@ -123,7 +123,9 @@ class Rotation:
             judge = self.block.first + 2 * self.next_pair
             self.next_pair = (self.next_pair + 1) % self.pairs
             if not self.in_use(judge) and not self.in_use(judge + 1):
-                return JobUser(name=f"solboard-job (uid {judge + 1})", uid=judge, gid=judge + 1, child_uid=judge + 1)
+                return JobUser(
+                    name=f"solboard-job (uid {judge + 1})", uid=judge, gid=judge + 1, child_uid=judge + 1
+                )
         raise NoUidBlock(f"every uid pair of block {self.block.to_text()} still has a process")
 
     def uids(self) -> list[int]:

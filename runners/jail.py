@@ -5,18 +5,18 @@ it imports nothing from the project or site-packages. Three processes, each sing
 
     runner ── outer ── init (PID 1 of the job's pid namespace) ── job (execve of ARGV)
 
-1. outer: joins the job's cgroup (made by the runner), unshares the requested namespaces (network, mount, pid, IPC; plus a user namespace
-   mapping the runner's own uid when the runner is not root), brings loopback up, forks init,
-   waits for it and exits with its status. A new pid namespace only applies to children, hence
-   the fork.
-2. init: builds the job's view of the file system (``jail_view.build_view``), caps SysV
-   shared memory, joins a fresh session keyring, forks the job, writes the facts of what it did to the runner's facts pipe,
-   then reaps every process until the job exits and kills whatever the job left (as PID 1, its
-   exit would kill them anyway). It is a subreaper too, for when there is no pid namespace.
-3. job: resource limits, the job's uids (``jail_ids``: the judge's, with the untrusted
-   processes' uid to take as its effective one), no new privileges, the seccomp filter
-   (``jail_filter``), parent-death signal, umask, ``execve``. A failure here goes back to init on a close-on-exec pipe, so "the job started"
-   is a fact the job itself cannot forge.
+1. outer: joins the job's cgroup (made by the runner), unshares the requested namespaces (network, mount, pid,
+   IPC; plus a user namespace mapping the runner's own uid when the runner is not root), brings loopback up,
+   forks init, waits for it and exits with its status. A new pid namespace only applies to children, hence the
+   fork.
+2. init: builds the job's view of the file system (``jail_view.build_view``), caps SysV shared memory, joins a
+   fresh session keyring, forks the job, writes the facts of what it did to the runner's facts pipe, then
+   reaps every process until the job exits and kills whatever the job left (as PID 1, its exit would kill them
+   anyway). It is a subreaper too, for when there is no pid namespace.
+3. job: resource limits, the job's uids (``jail_ids``: the judge's, with the untrusted processes' uid to take
+   as its effective one), no new privileges, the seccomp filter (``jail_filter``), parent-death signal, umask,
+   ``execve``. A failure here goes back to init on a close-on-exec pipe, so "the job started" is a fact the
+   job itself cannot forge.
 
 Why a trampoline rather than ``preexec_fn``: Popen's ``user=`` drops privileges *before*
 ``preexec_fn`` runs (so unshare would fail), and ``preexec_fn`` is unsafe in a threaded parent.
@@ -33,6 +33,7 @@ UID and sends SIGKILL to every process of that user (``kill(-1)``).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -136,7 +137,9 @@ def become_job(config: dict[str, Any], argv: list[str], init_pid: int, error_pip
         env = dict(os.environ)
         child_uid = config.get("child_uid")
         if config.get("uid") is not None:
-            jail_ids.become(int(config["uid"]), int(config["gid"]), None if child_uid is None else int(child_uid))
+            jail_ids.become(
+                int(config["uid"]), int(config["gid"]), None if child_uid is None else int(child_uid)
+            )
             if child_uid is not None:
                 env[jail_ids.CHILD_UID_VARIABLE] = str(child_uid)
         prctl(PR_SET_NO_NEW_PRIVS, 1)  # no setuid binary gives back what was dropped
@@ -147,7 +150,7 @@ def become_job(config: dict[str, Any], argv: list[str], init_pid: int, error_pip
             raise JailError("init exited during setup")
         os.umask(0o077)
         os.execve(argv[0], argv, env)
-    except BaseException as error:  # noqa: BLE001 - every failure must reach init, then exit 125
+    except BaseException as error:  # every failure must reach init, then exit 125
         os.write(error_pipe, f"{error}".encode()[:4000])
     os._exit(EXIT_JAIL_FAILED)
 
@@ -195,10 +198,8 @@ def _kill_leftovers(pid_namespace: bool) -> None:
     # it would reach the whole host, so then only our children (orphans come to us, a subreaper).
     targets = [-1] if pid_namespace else _children()
     for target in targets:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(target, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def _children() -> list[int]:
@@ -300,10 +301,8 @@ def kill_uid(uid: int) -> None:
     os.setgroups([])
     os.setgid(os.getgid())
     os.setuid(uid)
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(-1, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _probe_one(name: str, user_namespace: bool) -> bool:
@@ -315,7 +314,7 @@ def _probe_one(name: str, user_namespace: bool) -> bool:
             if name in ("mount", "pid"):
                 _probe_mount(name)
             os._exit(0)
-        except BaseException:  # noqa: BLE001 - the answer is the exit status
+        except BaseException:  # the answer is the exit status
             os._exit(1)
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status) == 0
@@ -331,7 +330,7 @@ def _probe_mount(name: str) -> None:
             else:
                 mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m")
             os._exit(0)
-        except BaseException:  # noqa: BLE001
+        except BaseException:
             os._exit(1)
     if os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) != 0:
         raise JailError(f"cannot mount in a new {name} namespace")
@@ -347,7 +346,7 @@ def _probe_seccomp() -> str:
             prctl(PR_SET_NO_NEW_PRIVS, 1)
             jail_filter.load()
             os._exit(0)
-        except BaseException as error:  # noqa: BLE001 - the answer is what went wrong
+        except BaseException as error:  # the answer is what went wrong
             os.write(writer, str(error).encode()[:500])
             os._exit(1)
     os.close(writer)

@@ -125,7 +125,9 @@ def _refuse(library: Any, context: int, name: str, action: int, compare: list[_A
     array = (_ArgCmp * len(compare))(*compare) if compare else None
     result = library.seccomp_rule_add_array(context, action, number, len(compare or ()), array)
     if result != 0:
-        raise FilterUnavailable(f"libseccomp refused the rule for {name}: {errno.errorcode.get(-result, result)}")
+        raise FilterUnavailable(
+            f"libseccomp refused the rule for {name}: {errno.errorcode.get(-result, result)}"
+        )
     return True
 
 

@@ -171,7 +171,9 @@ def _outermost(paths: list[str]) -> list[str]:
 def keep_handles(config: dict[str, Any], masked_roots: list[str]) -> dict[str, int]:
     """O_PATH handles on what the job must run that a mask is about to hide (taken before it)."""
     wanted = [os.path.realpath(path) for path in config.get("keep", [])]
-    wanted = [path for path in wanted if os.path.isdir(path) and any(_under(path, root) for root in masked_roots)]
+    wanted = [
+        path for path in wanted if os.path.isdir(path) and any(_under(path, root) for root in masked_roots)
+    ]
     return {path: os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for path in _outermost(wanted)}
 
 
@@ -194,7 +196,11 @@ def name_the_users(passwd_lines: str, group_lines: str) -> bool:
         names = {line.split(":", 1)[0] for line in extra.splitlines()}
         try:
             with open(f"/etc/{name}") as handle:
-                host = [line for line in handle.read().splitlines(keepends=True) if line.split(":", 1)[0] not in names]
+                host = [
+                    line
+                    for line in handle.read().splitlines(keepends=True)
+                    if line.split(":", 1)[0] not in names
+                ]
         except OSError:
             host = []
         if host and not host[-1].endswith("\n"):
@@ -222,7 +228,9 @@ def build_view(config: dict[str, Any], pid_namespace: bool, users: tuple[str, st
     # Every path that shows a hidden folder, found while everything is still in sight.
     hide = sorted({alias for folder in requested for alias in aliases(folder)}, key=len)
     kept = keep_handles(config, private + hide)
-    facts["private"] = mask(private, int(config["tmpfs_bytes"]), "1777", {"/dev/shm": int(config["shm_bytes"])})
+    facts["private"] = mask(
+        private, int(config["tmpfs_bytes"]), "1777", {"/dev/shm": int(config["shm_bytes"])}
+    )
     facts["kept_read_only"] = bind_back_read_only(kept)
     masked = mask(hide, 1 << 20, "0711")  # after the bind-back, which may have brought some back
     facts["hidden"] = sorted(set(requested) | set(masked))

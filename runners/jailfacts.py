@@ -41,8 +41,11 @@ def describe(jail: Mapping[str, Any], config: Mapping[str, Any], user: str | Non
         return {"started": f"no: {jail.get('error') or 'the jail reported nothing'}"}
     return {
         "user": user or "NOT dropped: the runner is not root",
-        "user_namespace": ("namespaces created in a user namespace that maps only the runner's uid"
-                           if jail.get("user_namespace") else "not used"),
+        "user_namespace": (
+            "namespaces created in a user namespace that maps only the runner's uid"
+            if jail.get("user_namespace")
+            else "not used"
+        ),
         "network": _network(jail, config),
         "processes": _processes(jail, config),
         "ipc": _ipc(jail, config),
@@ -53,12 +56,14 @@ def describe(jail: Mapping[str, Any], config: Mapping[str, Any], user: str | Non
             f"{name}={config[name]}"
             for name in ("cpu_seconds", "file_bytes", "processes", "address_space_bytes")
             if config.get(name) is not None
-        ) + ", core=0",
+        )
+        + ", core=0",
         "address_space": "limited" if config.get("address_space_bytes") else "unlimited (CUDA needs it)",
         "identities": _identities(jail, user),
         "seccomp": _seccomp(jail, config),
         "keyrings": _keyrings(jail),
-        "memory_cgroup": jail.get("cgroup_text") or f"none ({config.get('cgroup_problem') or 'not reported'})",
+        "memory_cgroup": jail.get("cgroup_text")
+        or f"none ({config.get('cgroup_problem') or 'not reported'})",
         "privileges": "no new privileges (setuid programs do not elevate); the jail is not traceable",
         "session": "own session and process group; killed with its group and its user",
         "environment": "empty but PATH, HOME, TMPDIR, LANG, CUDA_VISIBLE_DEVICES, PYTHONPATH",
@@ -71,21 +76,29 @@ def _identities(jail: Mapping[str, Any], user: str | None) -> str:
     child = jail.get("child_uid")
     if child is None:
         return "one uid for the judge and the submission's processes"
-    return (f"the judge runs under its own real uid, the submission's processes as uid {child} (fresh per job): "
-            "they cannot signal, trace or read the judge")
+    return (
+        f"the judge runs under its own real uid, the submission's processes as uid {child} (fresh per job): "
+        "they cannot signal, trace or read the judge"
+    )
 
 
 def _seccomp(jail: Mapping[str, Any], config: Mapping[str, Any]) -> str:
     if jail.get("seccomp"):
         from runners.jail_filter import REFUSED
 
-        return (f"libseccomp filter: {len(REFUSED)} system calls refused (keyrings, ptrace, bpf, userfaultfd, "
-                "perf events, io_uring, mounts, namespaces, modules, clocks...), 32-bit calls kill")
+        return (
+            f"libseccomp filter: {len(REFUSED)} system calls refused (keyrings, ptrace, bpf, userfaultfd, "
+            "perf events, io_uring, mounts, namespaces, modules, clocks...), 32-bit calls kill"
+        )
     return f"NO filter ({config.get('seccomp_refused') or 'not reported'})"
 
 
 def _keyrings(jail: Mapping[str, Any]) -> str:
-    session = "a fresh empty session keyring" if jail.get("session_keyring") == "fresh" else "the runner's session keyring"
+    session = (
+        "a fresh empty session keyring"
+        if jail.get("session_keyring") == "fresh"
+        else "the runner's session keyring"
+    )
     if jail.get("seccomp"):
         return f"{session}; keyctl, add_key and request_key refused (no per-uid keyring reachable)"
     return f"{session}; per-uid keyrings reachable (no seccomp filter)"

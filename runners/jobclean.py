@@ -8,6 +8,7 @@ that are this worker's children are reaped (the worker is a subreaper).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -50,10 +51,8 @@ def _force_remove(function: Callable[..., object], path: str, exc_info: object) 
     # A job can leave read-only folders behind; when not root, make them writable and retry.
     parent = os.path.dirname(path)
     for target in (parent, path):
-        try:
+        with contextlib.suppress(OSError):
             os.chmod(target, 0o700)
-        except OSError:
-            pass
     try:
         function(path)
     except FileNotFoundError:
@@ -90,6 +89,8 @@ def kill_user(user: JobUser, rounds: int = 5, killed: set[int] | None = None) ->
         if killed is not None:
             killed.update(pids)
         for uid in user.uids:
-            subprocess.run([sys.executable, "-I", "-S", str(JAIL), "--kill-uid", str(uid)], check=False, timeout=30)
+            subprocess.run(
+                [sys.executable, "-I", "-S", str(JAIL), "--kill-uid", str(uid)], check=False, timeout=30
+            )
         time.sleep(0.05)
     return most

@@ -22,7 +22,7 @@ from celery import Celery
 from pydantic import ValidationError
 
 from evaluator.report import EvaluationReport
-from runners import execute, gpus, procs, sandbox, spares
+from runners import execute, nvml_probe, procs, sandbox, spares
 from runners.identities import UID_BLOCK_VARIABLE, Rotation, UidBlock
 from runners.slots import Slot, StateDir, read_json, write_json
 from runners.spare_keeper import SpareKeeper
@@ -128,14 +128,22 @@ def handle_job(payload: dict[str, Any], messenger: Messenger) -> None:
         return
     reason = ctx.state.cancel_reason(job.job_id)
     if reason is not None:
-        deliver(ctx, messenger, execute._result(job, ctx, "cancelled", f"cancelled before it started: {reason}"))
+        deliver(
+            ctx,
+            messenger,
+            execute.job_result(job, ctx, "cancelled", f"cancelled before it started: {reason}"),
+        )
         return
     if ctx.state.shutting_down():  # not started, so no attempt is counted for it
-        deliver(ctx, messenger, execute._result(job, ctx, "runner_error", "released: the runner is shutting down"))
+        deliver(
+            ctx,
+            messenger,
+            execute.job_result(job, ctx, "runner_error", "released: the runner is shutting down"),
+        )
         return
     mismatch = catalogue_mismatch(job)
     if mismatch:  # nothing started: the site hands the job on (bounded) or ends it with this message
-        deliver(ctx, messenger, execute._result(job, ctx, "runner_error", mismatch))
+        deliver(ctx, messenger, execute.job_result(job, ctx, "runner_error", mismatch))
         return
     keeper = _keeper
     spare = keeper.take(job) if keeper is not None else None  # the slot is busy from here on
@@ -179,9 +187,13 @@ def _run_locked(job: Job, ctx: execute.Context, messenger: Messenger, spare: Spa
             spare = None
         if holders:
             mark_unhealthy(ctx, f"GPU(s) {ctx.slot.cuda_visible_devices} still held by pid(s) {holders}")
-            return execute._result(job, ctx, "runner_error", f"GPU still held by pid(s) {holders}; job released")
+            return execute.job_result(
+                job, ctx, "runner_error", f"GPU still held by pid(s) {holders}; job released"
+            )
         spare = _warmed_for_job(spare)
-        ctx.state.write_slot(ctx.slot.key, job_id=job.job_id, evaluation_id=job.evaluation_id, since=time.time())
+        ctx.state.write_slot(
+            ctx.slot.key, job_id=job.job_id, evaluation_id=job.evaluation_id, since=time.time()
+        )
         messenger.started(JobStarted(job_id=job.job_id, evaluation_id=job.evaluation_id, runner=ctx.runner,
                                      started_at=now_iso()))
     except BaseException:
@@ -231,10 +243,12 @@ def _clear_the_way(ctx: execute.Context, spare: Spare | None) -> list[int]:
 
 def send_provisional(ctx: execute.Context, messenger: Messenger, job: Job, report: EvaluationReport) -> None:
     """Best effort: the final result follows whatever happens to this one (it is not in the outbox)."""
-    message = JobProvisional(job_id=job.job_id, evaluation_id=job.evaluation_id, runner=ctx.runner, report=report)
+    message = JobProvisional(
+        job_id=job.job_id, evaluation_id=job.evaluation_id, runner=ctx.runner, report=report
+    )
     try:
         messenger.provisional(message)
-    except Exception:  # noqa: BLE001 - a broker hiccup costs the early answer, never the job
+    except Exception:  # a broker hiccup costs the early answer, never the job
         log.warning("provisional result of %s not sent", job.job_id)
 
 
@@ -276,14 +290,20 @@ def _kill_job_users(ctx: execute.Context, spare: Spare | None) -> None:
         procs.kill_uids_except(set(ctx.users.uids()) - kept, keep)
 
 
-def wait_gpus_free(ctx: execute.Context, spare: Spare | None = None, wait_s: float = GPU_FREE_WAIT_S) -> list[int]:
+def wait_gpus_free(
+    ctx: execute.Context, spare: Spare | None = None, wait_s: float = GPU_FREE_WAIT_S
+) -> list[int]:
     """Pids holding the slot's GPUs (none but the slot's own spare may), after up to ``wait_s``
     of killing the job user's other processes."""
     deadline = time.monotonic() + wait_s
     pause = FIRST_GPU_POLL_S
     while True:
         keep = spare.tree() if spare is not None else set()
-        holders = [pid for pid in gpus.processes_on(ctx.slot.gpu_indices) if pid != os.getpid() and pid not in keep]
+        holders = [
+            pid
+            for pid in nvml_probe.processes_on(ctx.slot.gpu_indices)
+            if pid != os.getpid() and pid not in keep
+        ]
         if not holders or time.monotonic() >= deadline:
             return holders
         if _keeper is not None:  # a staged spare must hold nothing there: it goes
@@ -299,7 +319,9 @@ def wait_gpus_free(ctx: execute.Context, spare: Spare | None = None, wait_s: flo
 def mark_unhealthy(ctx: execute.Context, problem: str) -> None:
     global STOP_AFTER_TASK
     log.error("slot %s unhealthy: %s", ctx.slot.key, problem)
-    write_json(health_file(ctx.state, ctx.slot.key), {"healthy": False, "problem": problem, "at": time.time()})
+    write_json(
+        health_file(ctx.state, ctx.slot.key), {"healthy": False, "problem": problem, "at": time.time()}
+    )
     STOP_AFTER_TASK = True
 
 
@@ -338,7 +360,7 @@ def flush_outbox(state: StateDir, messenger: Messenger, older_than_s: float = 30
             messenger.result(JobResult.model_validate_json(path.read_text()))
         except (OSError, ValidationError):
             log.exception("outbox file %s unusable; removed", path)
-        except Exception:  # noqa: BLE001 - broker still down: try again next round
+        except Exception:  # broker still down: try again next round
             log.warning("broker unavailable; outbox kept")
             return sent
         path.unlink(missing_ok=True)
@@ -346,7 +368,9 @@ def flush_outbox(state: StateDir, messenger: Messenger, older_than_s: float = 30
     return sent
 
 
-def _reject_malformed(payload: Any, ctx: execute.Context, messenger: Messenger, error: ValidationError) -> None:
+def _reject_malformed(
+    payload: Any, ctx: execute.Context, messenger: Messenger, error: ValidationError
+) -> None:
     log.error("malformed job: %s", error)
     if not isinstance(payload, dict) or not isinstance(payload.get("evaluation_id"), int):
         return  # nothing to report it against: dropped (acked) rather than redelivered forever
@@ -367,8 +391,13 @@ def report_crash(payload: Any, messenger: Messenger, error: Exception) -> None:
     except Exception:
         log.exception("no runner context")
         runner = f"{os.environ.get('SOLBOARD_RUNNER_NODE', 'unknown')}:unknown"
-    result = JobResult(job_id=str(payload.get("job_id", "")), evaluation_id=payload["evaluation_id"], runner=runner,
-                       outcome="runner_error", message=f"runner failure: {type(error).__name__}: {error}"[:2000])
+    result = JobResult(
+        job_id=str(payload.get("job_id", "")),
+        evaluation_id=payload["evaluation_id"],
+        runner=runner,
+        outcome="runner_error",
+        message=f"runner failure: {type(error).__name__}: {error}"[:2000],
+    )
     try:
         messenger.result(result)
     except Exception:

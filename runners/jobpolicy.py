@@ -17,7 +17,7 @@ import signal
 from collections.abc import Callable
 
 from evaluator.vocabulary import CPU, CUDA, Mode
-from runners import gpus, sandbox
+from runners import nvml_probe, sandbox
 from runners.slots import Slot
 from solboard_common.protocol import JobLimits
 
@@ -83,15 +83,16 @@ def sandbox_report_bytes() -> int:
 def gpu_memory_budget(limits: JobLimits, slot: Slot) -> int | None:
     if slot.device != CUDA:
         return None
-    total = gpus.memory_of(slot.gpu_indices)
+    total = nvml_probe.memory_of(slot.gpu_indices)
     if not total:
         return limits.gpu_memory_bytes
     share = int(total * GPU_MEMORY_SHARE)
     return min(share, limits.gpu_memory_bytes) if limits.gpu_memory_bytes else share
 
 
-def gpu_memory_watch(limits: JobLimits, slot: Slot,
-                     used: Callable[[tuple[int, ...]], int] = gpus.memory_used) -> Callable[[], str | None]:
+def gpu_memory_watch(
+    limits: JobLimits, slot: Slot, used: Callable[[tuple[int, ...]], int] = nvml_probe.memory_used
+) -> Callable[[], str | None]:
     """A Spec's watch: the memory every process holds on the slot's GPUs against the job's budget
     (NVML, from the runner: no call the job makes can lift or hide it). Only the job runs there:
     other slots' spares are stopped before it starts."""
@@ -116,9 +117,13 @@ def job_failure(result: sandbox.Result) -> str | None:
     if result.ended_for:
         return f"the job was ended by the runner: {result.ended_for}"
     if result.oom_kills and result.returncode != 0:
-        return (f"the job ran past its host memory cap ({result.oom_kills} process(es) killed by the kernel's "
-                "OOM killer in the job's cgroup)")
+        return (
+            f"the job ran past its host memory cap ({result.oom_kills} process(es) killed by the kernel's "
+            "OOM killer in the job's cgroup)"
+        )
     if result.returncode < 0 and -result.returncode in SENT_SIGNALS and not result.jail_failed:
-        return (f"the judge was killed by {sandbox.signal_name(result.returncode)}, which only a process sends, and "
-                "not by the runner: something inside the job killed it")
+        return (
+            f"the judge was killed by {sandbox.signal_name(result.returncode)}, which only a process sends, "
+            "and not by the runner: something inside the job killed it"
+        )
     return None

@@ -53,8 +53,10 @@ class JudgeWatch:
         if state in STOPPED_STATES:
             self.stopped_since = self.stopped_since or now
             if now - self.stopped_since >= STOPPED_GRACE_S:
-                return (f"its judge was {STOPPED_STATES[state]} for {STOPPED_GRACE_S:g} s (nothing but a process "
-                        "of the job stops it); the job was ended")
+                return (
+                    f"its judge was {STOPPED_STATES[state]} for {STOPPED_GRACE_S:g} s (nothing but a process "
+                    "of the job stops it); the job was ended"
+                )
         else:
             self.stopped_since = None
         if now >= self.next_watch:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluator.vocabulary import CPU, CUDA
-from runners import calibration, gpus, heartbeat, identities, jobflow, sandbox
+from runners import calibration, heartbeat, identities, jobflow, nvml_probe, sandbox
 from runners.celery_app import SUPERVISOR_PID_VARIABLE, build_app
 from runners.slots import Slot, StateDir, plan_slots
 from runners.spares import SPARES_VARIABLE
@@ -60,7 +60,7 @@ def resolve_gpus(device: str, only: list[int] | None) -> list[GpuInfo]:
     """GPUs this node serves: none on the CPU device; ``auto`` falls back to the CPU device."""
     if device == CPU:
         return []
-    found = gpus.discover(only)
+    found = nvml_probe.discover(only)
     if device == CUDA and not found:
         raise NodeError("--device cuda but NVML finds no GPU (is the driver loaded?)")
     return found
@@ -134,7 +134,9 @@ class Node:
         self.state.shutdown_marker.unlink(missing_ok=True)
         self.gpus = resolve_gpus(self.config.device, self.config.gpu_indices)
         self.slots = plan_slots(self.gpus)
-        self.job_users = {slot.key: identities.claim_block() for slot in self.slots} if os.geteuid() == 0 else {}
+        self.job_users = (
+            {slot.key: identities.claim_block() for slot in self.slots} if os.geteuid() == 0 else {}
+        )
         if self.job_users:
             for folder in let_job_users_traverse(_job_user_paths(self.state.scratch)):
                 log.warning("job users may now traverse %s (o+x) to reach the interpreter/project", folder)
@@ -161,8 +163,13 @@ class Node:
         drivers = {gpu.index: gpu.driver for gpu in self.gpus}
         for slot in self.slots:
             if slot.device == CUDA and len(slot.gpu_indices) > 1:
-                done[slot.key] = calibration.calibrate_link(folder, slot.gpu_type, drivers[slot.gpu_indices[0]],
-                                                            slot.gpu_indices, done.get(slot.gpu_type))
+                done[slot.key] = calibration.calibrate_link(
+                    folder,
+                    slot.gpu_type,
+                    drivers[slot.gpu_indices[0]],
+                    slot.gpu_indices,
+                    done.get(slot.gpu_type),
+                )
         return done
 
     def calibration_of(self, slot: Slot) -> Path | None:
@@ -172,13 +179,18 @@ class Node:
     def _base_env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.pop(CREDENTIAL_FILE_VARIABLE, None)  # the value itself follows: one source for workers
-        env.update({
-            "CELERY_BROKER_URL": self.config.broker_url, CREDENTIAL_VARIABLE: self.config.credential.secret_string(),
-            "PYTHONPATH": str(REPO_ROOT),
-            "SOLBOARD_RUNNER_NODE": self.config.name, "SOLBOARD_RUNNER_STATE": str(self.state.root),
-            "SOLBOARD_RUNNER_SCRATCH": str(self.state.scratch), SUPERVISOR_PID_VARIABLE: str(os.getpid()),
-            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-        })
+        env.update(
+            {
+                "CELERY_BROKER_URL": self.config.broker_url,
+                CREDENTIAL_VARIABLE: self.config.credential.secret_string(),
+                "PYTHONPATH": str(REPO_ROOT),
+                "SOLBOARD_RUNNER_NODE": self.config.name,
+                "SOLBOARD_RUNNER_STATE": str(self.state.root),
+                "SOLBOARD_RUNNER_SCRATCH": str(self.state.scratch),
+                SUPERVISOR_PID_VARIABLE: str(os.getpid()),
+                "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+            }
+        )
         return env
 
     def _celery_argv(self, queue: str, hostname: str) -> list[str]:
@@ -195,7 +207,9 @@ class Node:
                     SPARES_VARIABLE: "1" if self.config.warm_spares else "0",
                     identities.UID_BLOCK_VARIABLE: claimed[0].to_text() if claimed else "",
                     "SOLBOARD_RUNNER_CALIBRATION": str(path) if path else ""})
-        return WorkerProcess(slot.key, self._celery_argv(slot.queue, f"{slot.key}@{self.config.name}"), env, slot)
+        return WorkerProcess(
+            slot.key, self._celery_argv(slot.queue, f"{slot.key}@{self.config.name}"), env, slot
+        )
 
     def _control_worker(self) -> WorkerProcess:
         env = self._base_env()
@@ -230,7 +244,7 @@ class Node:
                                    calibration.load(self.calibration_of(slot)))
             try:
                 self.messenger.heartbeat(beat, expires=max(30.0, 3 * interval))
-            except Exception:  # noqa: BLE001 - broker down: the next beat tries again
+            except Exception:  # broker down: the next beat tries again
                 log.warning("heartbeat not sent (broker unavailable?)")
 
     def _supervise(self, worker: WorkerProcess) -> None:
@@ -252,7 +266,7 @@ class Node:
         """An unhealthy slot (GPU held after a job) restarts only once NVML shows it free."""
         if slot is None or jobflow.read_health(self.state, slot.key)[0]:
             return True
-        if gpus.processes_on(slot.gpu_indices):
+        if nvml_probe.processes_on(slot.gpu_indices):
             return False
         jobflow.health_file(self.state, slot.key).unlink(missing_ok=True)
         return True
@@ -272,7 +286,9 @@ class Node:
         """Running jobs are killed and released (the site requeues them), then workers stop."""
         self.state.shutdown_marker.touch()
         deadline = time.monotonic() + STOP_GRACE_S
-        while time.monotonic() < deadline and any(self.state.read_slot(s.key).get("job_id") for s in self.slots):
+        while time.monotonic() < deadline and any(
+            self.state.read_slot(s.key).get("job_id") for s in self.slots
+        ):
             time.sleep(0.2)
         for worker in self.workers:
             if worker.exited() is None and worker.process is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -97,7 +98,9 @@ def state(pid: int) -> str | None:
 
 
 def children(pid: int) -> list[int]:
-    return [other for other in _pids() if (fields := _stat_fields(other)) is not None and int(fields[1]) == pid]
+    return [
+        other for other in _pids() if (fields := _stat_fields(other)) is not None and int(fields[1]) == pid
+    ]
 
 
 def namespace_pid(pid: int) -> int | None:
@@ -131,10 +134,8 @@ def kill_marked(marker: str, rounds: int = 5, killed: set[int] | None = None) ->
         if killed is not None:
             killed.update(pids)
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         time.sleep(0.05)
     return seen
 
@@ -158,10 +159,8 @@ def reap_children(ours: Callable[[int, int | None, int], bool], wait_s: float = 
     while True:
         for pid, uid, group in zombie_children():
             if ours(pid, uid, group):
-                try:
+                with contextlib.suppress(ChildProcessError):
                     reaped += os.waitpid(pid, os.WNOHANG)[0] == pid
-                except ChildProcessError:
-                    pass
         if time.monotonic() >= deadline or not _dying_children(ours):
             return reaped
         time.sleep(0.02)
@@ -249,9 +248,7 @@ def kill_uids_except(uids: set[int], keep: set[int], rounds: int = 5) -> int:
             break
         seen = max(seen, len(pids))
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         time.sleep(0.05)
     return seen

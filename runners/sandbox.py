@@ -54,7 +54,11 @@ class Capabilities:
 def capabilities() -> Capabilities:
     """What the kernel lets us do, probed once per process in throwaway children."""
     out = subprocess.run(
-        [sys.executable, "-I", "-S", str(JAIL), "--probe"], check=False, capture_output=True, text=True, timeout=30
+        [sys.executable, "-I", "-S", str(JAIL), "--probe"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     if out.returncode != 0:
         return Capabilities(root=os.geteuid() == 0, user_namespace=False, namespaces=frozenset())
@@ -171,7 +175,11 @@ Scratch = jobclean.Scratch
 def jail_config(spec: Spec, scratch: Path, facts_fd: int) -> dict[str, object]:
     caps = capabilities()
     # SOLBOARD_SECCOMP=0: a diagnosis switch (is a failure the filter's?); the report says so.
-    off = "seccomp" in spec.disabled or os.environ.get("SOLBOARD_SECCOMP", "1").lower() in ("0", "false", "no")
+    off = "seccomp" in spec.disabled or os.environ.get("SOLBOARD_SECCOMP", "1").lower() in (
+        "0",
+        "false",
+        "no",
+    )
     limits = spec.limits
     namespaces = [name for name in NAMESPACES if name in caps.namespaces and name not in spec.disabled]
     return {
@@ -354,7 +362,9 @@ class Running:
         if not self.facts.is_alive():
             self.facts.stream.close()  # type: ignore[attr-defined]
         spec = self.spec
-        leftovers = cleanup(self.child.pid, spec.user, spec.env.get(procs.MARKER_VARIABLE), jail.get("init_pid"))
+        leftovers = cleanup(
+            self.child.pid, spec.user, spec.env.get(procs.MARKER_VARIABLE), jail.get("init_pid")
+        )
         for reader in (self.stdout, self.stderr):
             reader.join(timeout=5)
         oom_kills = self.group.oom_kills() if self.group else 0

@@ -62,7 +62,9 @@ def plan_slots(gpus: list[GpuInfo]) -> list[Slot]:
     CPU development device's x1 and x2 slots."""
     if not gpus:
         return [CPU_SLOT, CPU_MULTI_SLOT]
-    slots = [Slot(f"gpu{g.index}", "cuda", g.gpu_type, (g.index,), gpu_queue(_queue_type(g), 1)) for g in gpus]
+    slots = [
+        Slot(f"gpu{g.index}", "cuda", g.gpu_type, (g.index,), gpu_queue(_queue_type(g), 1)) for g in gpus
+    ]
     by_type: dict[str, list[GpuInfo]] = {}
     for gpu in gpus:
         by_type.setdefault(_queue_type(gpu), []).append(gpu)

@@ -193,7 +193,12 @@ class SpareKeeper:
         if not self._busy and self._spares:
             self._warm_when_idle(self._spares[0])
         may_stage = not self._busy or self.beside_jobs
-        if len(self._spares) < self.depth and may_stage and time.monotonic() >= self._next_try and self.may_start():
+        if (
+            len(self._spares) < self.depth
+            and may_stage
+            and time.monotonic() >= self._next_try
+            and self.may_start()
+        ):
             if self._first:
                 self.before_first()
                 self._first = False

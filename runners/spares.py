@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator import jobstream
-from runners import execute, gpus, procs, sandbox
+from runners import execute, nvml_probe, procs, sandbox
 from runners.slots import lock_names
 from solboard_common.config import env_bool
 from solboard_common.protocol import Job, JobLimits
@@ -154,14 +154,24 @@ class Spare:
         argv = [sys.executable, "-m", "evaluator", "serve-spare", "--device", ctx.slot.device,
                 "--idle-limit", f"{SPARE_IDLE_LIMIT_S:g}", "--start-limit", f"{SPARE_START_LIMIT_S:g}"]
         try:
-            running = sandbox.start(sandbox.Spec(argv=argv, env=execute.job_env(ctx, scratch.path, marker),
-                                                 limits=limits, user=user, hide=execute.hidden_state(ctx),
-                                                 slot=ctx.slot.key, nice=STAGING_NICE if user is not None else 0),
-                                    scratch.path)
+            running = sandbox.start(
+                sandbox.Spec(
+                    argv=argv,
+                    env=execute.job_env(ctx, scratch.path, marker),
+                    limits=limits,
+                    user=user,
+                    hide=execute.hidden_state(ctx),
+                    slot=ctx.slot.key,
+                    nice=STAGING_NICE if user is not None else 0,
+                ),
+                scratch.path,
+            )
         except BaseException:
             scratch.__exit__()
             raise
-        return cls(ctx.slot.key, ctx.slot.gpu_indices, scratch, running, marker, limits, time.monotonic(), user=user)
+        return cls(
+            ctx.slot.key, ctx.slot.gpu_indices, scratch, running, marker, limits, time.monotonic(), user=user
+        )
 
     @property
     def staged(self) -> bool:
@@ -209,14 +219,16 @@ class Spare:
     def _off_device_problem(self) -> str | None:
         """A staged spare holds no CUDA context (it would crowd a job running on the GPU and void
         its witness): NVML must not list any process of it."""
-        holding = sorted(set(gpus.processes_on(self.gpu_indices)) & self.tree())
+        holding = sorted(set(nvml_probe.processes_on(self.gpu_indices)) & self.tree())
         return f"it held a CUDA context while staged (pids {holding})" if holding else None
 
     def warm(self, locks: list[Any], by_job: bool = False) -> None:
         """Tell the staged spare to make its contexts: only when no job runs on its GPUs (``locks``
         are the slot's GPU locks, held until it is ready; empty when the caller holds them)."""
         if not self.staged or self.warm_sent_at is not None:
-            raise sandbox.SandboxError(f"this spare cannot warm up: {self.problem or 'not staged, or warming'}")
+            raise sandbox.SandboxError(
+                f"this spare cannot warm up: {self.problem or 'not staged, or warming'}"
+            )
         self.locks, self.warmed_by_job = locks, by_job
         self.warm_sent_at = time.monotonic()
         procs.renice(self.tree(), 0)  # its contexts, and then its job, at the job's priority

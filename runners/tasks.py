@@ -20,7 +20,7 @@ def run_job(self: Any, payload: dict[str, Any]) -> None:
     messenger = jobflow.Messenger(app)
     try:
         jobflow.handle_job(payload, messenger)
-    except Exception as error:  # noqa: BLE001 - a bug here must not swallow the job (acks_late acks it)
+    except Exception as error:  # a bug here must not swallow the job (acks_late acks it)
         jobflow.report_crash(payload, messenger, error)
 
 

@@ -51,8 +51,11 @@ def _token_for(api: Client, server: str, username: str, password: str) -> str:
         created = api.post("/api/tokens", {"name": name}, basic=(username, password))
     except ApiFailure as failure:
         if failure.status == 401:
-            raise ApiFailure(401, "wrong_password", f"{server} refused username {username!r} with this password "
-                             "(wrong username or password)") from None
+            raise ApiFailure(
+                401,
+                "wrong_password",
+                f"{server} refused username {username!r} with this password (wrong username or password)",
+            ) from None
         raise
     return str(created["token"])
 

@@ -27,7 +27,13 @@ SUBMIT_RETRIES = 3
 NO_RUNNER_TIMEOUT_S = 120.0
 #: popcorn-cli's modes as the site runs them: benchmark times without ranking; profile is a ranked
 #: run (its witness runs Nsight Compute) whose profile is printed at the end.
-MODE_OF: dict[str, Mode] = {TEST: TEST, RANKED: RANKED, "benchmark": TEST, "leaderboard": RANKED, "profile": RANKED}
+MODE_OF: dict[str, Mode] = {
+    TEST: TEST,
+    RANKED: RANKED,
+    "benchmark": TEST,
+    "leaderboard": RANKED,
+    "profile": RANKED,
+}
 
 
 def client(args: argparse.Namespace) -> Client:
@@ -70,7 +76,9 @@ def read_source(path: Path) -> str:
     try:
         return decode_source(path.read_bytes())
     except ValueError as error:
-        raise ApiFailure(0, "invalid_source", f"{path}: {error}; upload the kernel's source text", "source") from None
+        raise ApiFailure(
+            0, "invalid_source", f"{path}: {error}; upload the kernel's source text", "source"
+        ) from None
 
 
 def _submission_body(args: argparse.Namespace, path: Path, api: Client) -> dict[str, Any]:
@@ -107,7 +115,9 @@ def _announce(body: dict[str, Any], out: Output, waiting: bool) -> None:
     """The submitted event; its warnings too unless waiting, whose reporter says each once."""
     out.event("submitted", submission_id=body["id"], evaluations=_summaries(body))
     for warning in [] if waiting else body.get("warnings", []):
-        out.warning(warning["code"], warning["message"], gpu_type=warning["gpu_type"], submission_id=body["id"])
+        out.warning(
+            warning["code"], warning["message"], gpu_type=warning["gpu_type"], submission_id=body["id"]
+        )
 
 
 def submit(args: argparse.Namespace, out: Output) -> int:
@@ -123,13 +133,21 @@ def submit(args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK
 
 
-def _wait_and_report(api: Client, body: dict[str, Any], args: argparse.Namespace, out: Output, command: str) -> int:
+def _wait_and_report(
+    api: Client, body: dict[str, Any], args: argparse.Namespace, out: Output, command: str
+) -> int:
     limits = Limits(args.no_runner_timeout, args.timeout)
     outcome = follow(api, body, out, limits)
     if outcome.stopped is not None:
         message = stopped_message(outcome, limits)
-        out.event("stopped", reason=outcome.stopped, submission_id=outcome.body["id"], exit_status=EXIT_NOT_FINISHED,
-                  message=message, evaluations=_summaries(outcome.body))
+        out.event(
+            "stopped",
+            reason=outcome.stopped,
+            submission_id=outcome.body["id"],
+            exit_status=EXIT_NOT_FINISHED,
+            message=message,
+            evaluations=_summaries(outcome.body),
+        )
         if out.mode == "json":
             render.as_json(outcome.body)
         print(f"solboard {command}: {message}", file=sys.stderr)
@@ -190,7 +208,11 @@ def leaderboard(args: argparse.Namespace, out: Output) -> int:
     query += "&track=features" if args.features else ""
     query += f"&version={args.problem_version}" if getattr(args, "problem_version", None) else ""
     boards = [api.get(f"/api/leaderboards/{args.problem}/{gpu}{query}") for gpu in gpus]
-    out.result("leaderboard", boards, lambda: render.boards(boards, references=bool(getattr(args, "references", False))))
+    out.result(
+        "leaderboard",
+        boards,
+        lambda: render.boards(boards, references=bool(getattr(args, "references", False))),
+    )
     return EXIT_OK
 
 

@@ -81,7 +81,9 @@ def follow(api: Client, body: dict[str, Any], out: Output, limits: Limits) -> Ou
                     return Outcome(body, "timeout")
                 deadlines.append(limits.total_s - (now - started))
             wait = max(1, math.ceil(min(deadlines)))
-            body = api.get(f"/api/submissions/{body['id']}?wait={wait}&since={body['state']}", timeout=wait + 30)
+            body = api.get(
+                f"/api/submissions/{body['id']}?wait={wait}&since={body['state']}", timeout=wait + 30
+            )
             reporter.show(body)
     finally:
         reporter.done()

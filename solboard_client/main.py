@@ -43,13 +43,24 @@ def _kernel_options(parser: argparse.ArgumentParser, gpu_required: bool = True) 
 
 def _wait_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wait", action="store_true", help="follow it to the end, then print the report")
-    parser.add_argument("--no-runner-timeout", type=float, default=c.NO_RUNNER_TIMEOUT_S, metavar="S",
-                        help="with --wait: stop (exit 5) once no runner has served its GPU type for S seconds")
-    parser.add_argument("--timeout", type=float, metavar="S", help="with --wait: stop (exit 5) after S seconds "
-                        "(default: wait as long as runners work on it)")
+    parser.add_argument(
+        "--no-runner-timeout",
+        type=float,
+        default=c.NO_RUNNER_TIMEOUT_S,
+        metavar="S",
+        help="with --wait: stop (exit 5) once no runner has served its GPU type for S seconds",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        metavar="S",
+        help="with --wait: stop (exit 5) after S seconds (default: wait as long as runners work on it)",
+    )
 
 
-def _add(sub: argparse._SubParsersAction, name: str, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
+def _add(
+    sub: argparse._SubParsersAction, name: str, common: argparse.ArgumentParser
+) -> argparse.ArgumentParser:
     found = COMMAND_HELP[name]
     return sub.add_parser(name, parents=[common], help=found.summary, description=found.description,  # type: ignore[no-any-return]
                           epilog=epilog(name), formatter_class=Formatter)
@@ -59,7 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     output = common.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="one JSON document at the end")
-    output.add_argument("--jsonl", action="store_true", help="one JSON event per line, as it happens (agents)")
+    output.add_argument(
+        "--jsonl", action="store_true", help="one JSON event per line, as it happens (agents)"
+    )
     common.add_argument("--server", help="server URL (default: SOLBOARD_SERVER, then the stored login)")
     parser = argparse.ArgumentParser(prog="solboard", parents=[common], formatter_class=Formatter,
                                      epilog=epilog("submit").split("\n\n", 1)[1])
@@ -67,9 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
     login = _add(sub, "login", common)
     login.add_argument("--token", help="an existing token (else: username and password)")
     login.add_argument("--username", help="default: SOLBOARD_USERNAME, else asked on a terminal")
-    login.add_argument("--password-stdin", action="store_true",
-                       help="read the password from the first line of standard input (else SOLBOARD_PASSWORD, "
-                       "else asked on a terminal)")
+    login.add_argument(
+        "--password-stdin",
+        action="store_true",
+        help="read the password from the first line of standard input (else SOLBOARD_PASSWORD, "
+        "else asked on a terminal)",
+    )
     for name in ("whoami", "problems", "quota"):
         _add(sub, name, common)
     problem = _add(sub, "problem", common)
@@ -99,7 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     board.add_argument("--gpu", action="append", help="default: every GPU type")
     board.add_argument("--shape", help="a shape's ranking (by time) instead of the overall one (by score)")
     board.add_argument("--features", action="store_true", help="only results that use the required features")
-    board.add_argument("--problem-version", type=int, help="an earlier catalogue version's ranking (default: current)")
+    board.add_argument(
+        "--problem-version", type=int, help="an earlier catalogue version's ranking (default: current)"
+    )
     board.add_argument("--page", type=int, default=1, help="page number")
     board.add_argument("--limit", type=int, default=20, help="rows per page")
     board.add_argument("--references", action="store_true",
@@ -113,10 +131,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 HANDLERS: dict[str, Callable[[argparse.Namespace, Output], int]] = {
-    "login": account.login, "whoami": account.whoami, "quota": account.quota,
-    "submissions": account.submissions, "problems": c.problems, "problem": native.problem, "submit": c.submit,
-    "status": c.status, "report": c.report, "cancel": c.cancel, "rerun": c.rerun, "leaderboard": c.leaderboard,
-    "check": c.check, "run": local.run,
+    "login": account.login,
+    "whoami": account.whoami,
+    "quota": account.quota,
+    "submissions": account.submissions,
+    "problems": c.problems,
+    "problem": native.problem,
+    "submit": c.submit,
+    "status": c.status,
+    "report": c.report,
+    "cancel": c.cancel,
+    "rerun": c.rerun,
+    "leaderboard": c.leaderboard,
+    "check": c.check,
+    "run": local.run,
 }
 
 

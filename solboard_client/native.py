@@ -16,11 +16,20 @@ SKELETONS = {"cuda": "cuda_skeleton", "ptx": "ptx_skeleton"}
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--launch-spec", nargs="?", const="cuda", choices=sorted(SKELETONS), metavar="LANGUAGE",
-                        help="print a kernel skeleton with its launch spec (cuda, the default, or ptx): "
-                             "`solboard problem NAME --launch-spec > kernel.cu`")
-    parser.add_argument("--abi", action="store_true",
-                        help="print the native ABI: languages, parameters in order, TMA tensors, required features")
+    parser.add_argument(
+        "--launch-spec",
+        nargs="?",
+        const="cuda",
+        choices=sorted(SKELETONS),
+        metavar="LANGUAGE",
+        help="print a kernel skeleton with its launch spec (cuda, the default, or ptx): "
+        "`solboard problem NAME --launch-spec > kernel.cu`",
+    )
+    parser.add_argument(
+        "--abi",
+        action="store_true",
+        help="print the native ABI: languages, parameters in order, TMA tensors, required features",
+    )
 
 
 def problem(args: argparse.Namespace, out: Output) -> int:

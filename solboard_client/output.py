@@ -27,7 +27,9 @@ class Output:
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> Output:
-        return cls("jsonl" if getattr(args, "jsonl", False) else "json" if getattr(args, "json", False) else "text")
+        return cls(
+            "jsonl" if getattr(args, "jsonl", False) else "json" if getattr(args, "json", False) else "text"
+        )
 
     @property
     def text(self) -> bool:

@@ -51,8 +51,11 @@ def evaluation_line(evaluation: dict[str, Any]) -> str:
 
 
 def problem(body: dict[str, Any], out: TextIO | None = None) -> None:
-    print(f"{body['name']}: {body['title']} (version {body['version']}, languages {', '.join(body['languages'])})",
-          file=out)
+    print(
+        f"{body['name']}: {body['title']} "
+        f"(version {body['version']}, languages {', '.join(body['languages'])})",
+        file=out,
+    )
     print(f"baseline: {body['baseline']}\n", file=out)
     gpus = sorted({key for shape in body["shapes"] for key, sol in shape["t_sol"].items() if sol})
     rows = [(s["shape_id"], "yes" if s["ranked"] else "no",
@@ -95,7 +98,9 @@ def reference_lines(lines: list[dict[str, Any]], out: TextIO | None = None) -> N
     table(["line", "status", "score", "speedup", "median_us", "measured with", "submission"], rows, out)
 
 
-def checked(name: str, problem_name: str, gpus: list[str], answer: dict[str, Any], out: TextIO | None = None) -> None:
+def checked(
+    name: str, problem_name: str, gpus: list[str], answer: dict[str, Any], out: TextIO | None = None
+) -> None:
     print(f"{name}: accepted for {problem_name} on {', '.join(gpus)} ({answer['language']})", file=out)
     if answer.get("quota"):
         print(f"note: a submission now would be refused: {answer['quota']}", file=out)
@@ -105,7 +110,9 @@ def submission_report(body: dict[str, Any], out: TextIO | None = None) -> None:
     """Each evaluation with its message, per-shape table and why it is not ranked."""
     agent = body.get("agent")
     label = f" by agent {agent['name']}" if agent and agent.get("name") else ""
-    print(f"submission {body['id']}: {body['problem']} ({body['language']}){label}: {body['status']}", file=out)
+    print(
+        f"submission {body['id']}: {body['problem']} ({body['language']}){label}: {body['status']}", file=out
+    )
     for evaluation in body["evaluations"]:
         print(file=out)
         print(evaluation_line(evaluation), file=out)
@@ -145,8 +152,21 @@ class Progress:
             print(file=self.out, flush=True)
 
 
-SUMMARY_KEYS = ("id", "submission_id", "label", "gpu_type", "mode", "run_number", "status", "evaluator_status",
-                "queue_position", "runners_online", "score", "rank_eligible", "provisional")
+SUMMARY_KEYS = (
+    "id",
+    "submission_id",
+    "label",
+    "gpu_type",
+    "mode",
+    "run_number",
+    "status",
+    "evaluator_status",
+    "queue_position",
+    "runners_online",
+    "score",
+    "rank_eligible",
+    "provisional",
+)
 
 
 def evaluation_summary(evaluation: dict[str, Any]) -> dict[str, Any]:
@@ -159,7 +179,10 @@ def profiles(body: dict[str, Any], out: TextIO | None = None) -> None:
     for evaluation in body["evaluations"]:
         print(f"\nprofile: {evaluation_line(evaluation)}", file=out)
         if evaluation.get("development_device"):
-            print("  none: the CPU development device has no Nsight Compute (GPU runners profile with ncu)", file=out)
+            print(
+                "  none: the CPU development device has no Nsight Compute (GPU runners profile with ncu)",
+                file=out,
+            )
             continue
         shapes = (evaluation.get("report") or {}).get("shapes") or []
         if not shapes:
@@ -170,10 +193,20 @@ def profiles(body: dict[str, Any], out: TextIO | None = None) -> None:
                 reason = profile.get("reason") or "no profile in the report"
                 print(f"  {shape.get('shape_id')}: none: {reason}", file=out)
                 continue
-            rows = [(k.get("name", "")[:60], k.get("duration_us"), k.get("sm_throughput_pct"),
-                     k.get("dram_throughput_pct"), k.get("achieved_occupancy_pct"), k.get("registers_per_thread"),
-                     ", ".join(f"{s.get('reason')} {s.get('percent')}%" for s in (k.get("top_stalls") or [])[:3]))
-                    for k in profile.get("kernels") or []]
+            rows = [
+                (
+                    k.get("name", "")[:60],
+                    k.get("duration_us"),
+                    k.get("sm_throughput_pct"),
+                    k.get("dram_throughput_pct"),
+                    k.get("achieved_occupancy_pct"),
+                    k.get("registers_per_thread"),
+                    ", ".join(
+                        f"{s.get('reason')} {s.get('percent')}%" for s in (k.get("top_stalls") or [])[:3]
+                    ),
+                )
+                for k in profile.get("kernels") or []
+            ]
             print(f"  {shape.get('shape_id')} ({profile.get('tool', 'ncu')}):", file=out)
             table(["kernel", "us", "sm_%", "dram_%", "occupancy_%", "regs", "top stalls"], rows, out)
 
@@ -191,7 +224,9 @@ def submission_rows(page: dict[str, Any], out: TextIO | None = None) -> None:
 
 def quotas(body: dict[str, Any], out: TextIO | None = None) -> None:
     queued = body["queued"]
-    print(f"queued or running at once: {queued['used']} of {queued['limit']} ({queued['left']} left)", file=out)
+    print(
+        f"queued or running at once: {queued['used']} of {queued['limit']} ({queued['left']} left)", file=out
+    )
     daily = body["daily_per_problem"]
     print(f"per problem and GPU type per UTC day: {daily['default_limit']} by default; "
           f"resets at {daily['resets_at']}", file=out)
@@ -207,7 +242,7 @@ def quotas(body: dict[str, Any], out: TextIO | None = None) -> None:
             _gpu_seconds_line(f"this token ({gpu['token'].get('prefix')})", gpu["token"], out)
 
 
-def _gpu_seconds_line(who: str, part: dict[str, Any], out: TextIO) -> None:
+def _gpu_seconds_line(who: str, part: dict[str, Any], out: TextIO | None) -> None:
     limit = part.get("limit_per_day")
     cap = f" of {limit:g} s a day ({part.get('left_today'):g} s left)" if limit else " (no daily limit)"
     print(f"  {who}: {part.get('used_today', 0):g} s charged today{cap}; {part.get('total', 0):g} s in all",

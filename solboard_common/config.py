@@ -138,7 +138,9 @@ def broker_url() -> str:
     """CELERY_BROKER_URL, else the URL in the file SOLBOARD_BROKER_URL_FILE names, else the
     embedded broker."""
     named = env_str(BROKER_URL_FILE_VARIABLE)
-    return env_str("CELERY_BROKER_URL") or (broker_url_from_file(Path(named)) if named else default_broker_url())
+    return env_str("CELERY_BROKER_URL") or (
+        broker_url_from_file(Path(named)) if named else default_broker_url()
+    )
 
 
 def broker_url_from_file(path: Path) -> str:

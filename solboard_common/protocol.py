@@ -78,7 +78,9 @@ class JobLimits(_Message):
     file_bytes: int = Field(default=256 * 1024 * 1024, description="Largest file the job may write.")
     processes: int = Field(default=256, description="Process/thread cap (RLIMIT_NPROC) for the job's user.")
     gpu_memory_bytes: int | None = Field(
-        default=None, description="GPU memory the job's processes may hold together (default: 90% of the GPUs').")
+        default=None,
+        description="GPU memory the job's processes may hold together (default: 90% of the GPUs').",
+    )
 
     @property
     def total_seconds(self) -> float:
@@ -127,9 +129,11 @@ class JobResult(_Message):
     message: str = ""
     log: str = Field(default="", description="Runner-side log tail, capped.")
     gpu_hold_seconds: float | None = Field(
-        default=None, description="Seconds the job held its slot's GPUs by the runner's clock (GPU locks taken -> "
-        "the GPU check after the job); the site bounds it by its own clock and charges it times the GPU count. "
-        "None when the job never took them.")
+        default=None,
+        description="Seconds the job held its slot's GPUs by the runner's clock (GPU locks taken -> "
+        "the GPU check after the job); the site bounds it by its own clock and charges it times the GPU "
+        "count. None when the job never took them.",
+    )
 
 
 class JobProvisional(_Message):
@@ -181,7 +185,9 @@ class Heartbeat(_Message):
     runner: str
     node: str = Field(default="", description="Runner node name: its control queue is control_queue(node).")
     device: Device = "cuda"
-    healthy: bool = Field(default=True, description="False when the slot cannot take jobs (GPU still held, ...).")
+    healthy: bool = Field(
+        default=True, description="False when the slot cannot take jobs (GPU still held, ...)."
+    )
     problem: str = Field(default="", description="Why the slot is unhealthy.")
     hostname: str
     queues: list[str]

@@ -47,6 +47,11 @@ def timed_result(timing: dict[str, Any], round_trip_low_us: float | None = None)
     from evaluator.harness.outcome import JudgeClock, ShapeResult
     from evaluator.vocabulary import Status
 
-    clock = JudgeClock(round_trip_us=round_trip_low_us, round_trip_low_us=round_trip_low_us, round_trips_us=[],
-                       calls=30, checked_calls=3)
+    clock = JudgeClock(
+        round_trip_us=round_trip_low_us,
+        round_trip_low_us=round_trip_low_us,
+        round_trips_us=[],
+        calls=30,
+        checked_calls=3,
+    )
     return ShapeResult(shape_id="s", axes={}, ranked=True, status=Status.PASSED, timing=timing, clock=clock)

@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,10 +74,20 @@ def isolated_broker(folder: Path, redis_db: int) -> str:
 def make_job(evaluation_id: int, source: str = EXAMPLE_VECTOR_ADD, mode: str = "test",
              limits: JobLimits | None = None, job_id: str | None = None, problem: str = "vector_add",
              gpu_count: int = 1) -> Job:
-    return Job(job_id=job_id or f"job-{evaluation_id}-{os.urandom(3).hex()}", evaluation_id=evaluation_id,
-               problem=problem, problem_version=get_problem(problem).version, language="python", source=source,
-               source_sha256=hashlib.sha256(source.encode()).hexdigest(), mode=mode,  # type: ignore[arg-type]
-               seed=1234567, gpu_type="cpu", gpu_count=gpu_count, limits=limits or JobLimits())
+    return Job(
+        job_id=job_id or f"job-{evaluation_id}-{os.urandom(3).hex()}",
+        evaluation_id=evaluation_id,
+        problem=problem,
+        problem_version=get_problem(problem).version,
+        language="python",
+        source=source,
+        source_sha256=hashlib.sha256(source.encode()).hexdigest(),
+        mode=mode,  # type: ignore[arg-type]
+        seed=1234567,
+        gpu_type="cpu",
+        gpu_count=gpu_count,
+        limits=limits or JobLimits(),
+    )
 
 
 @dataclass
@@ -107,7 +117,9 @@ class SiteQueue:
                 if predicate(task, payload):
                     return payload
             if time.monotonic() > deadline:
-                names = [(task, payload.get("job_id")) for task, payload in self.seen if "heartbeat" not in task]
+                names = [
+                    (task, payload.get("job_id")) for task, payload in self.seen if "heartbeat" not in task
+                ]
                 raise AssertionError(f"no matching message within {timeout}s; seen {names}")
             self.drain(1.0)
 
@@ -120,7 +132,9 @@ class SiteQueue:
 
 def send_job(broker: str, job: Job) -> None:
     app = build_app(broker)
-    app.send_task(RUNNER_TASK, args=[job.model_dump(mode="json")], queue=gpu_queue(job.gpu_type, job.gpu_count))
+    app.send_task(
+        RUNNER_TASK, args=[job.model_dump(mode="json")], queue=gpu_queue(job.gpu_type, job.gpu_count)
+    )
 
 
 def local_credential(node: str) -> Credential:
@@ -152,7 +166,7 @@ class RunnerProcess:
                 [sys.executable, "-m", "runners", "--device", "cpu", "--name", self.name,
                  "--credential-file", str(self.credential_file), "--loglevel", "INFO"],
                 cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=_die_with_the_test)  # noqa: PLW1509 - one prctl call, no locks taken
+                preexec_fn=_die_with_the_test)  # one prctl call, no locks taken
         return self
 
     def tree(self) -> list[int]:
@@ -169,10 +183,8 @@ class RunnerProcess:
     def kill_hard(self) -> None:
         """kill -9 the whole node at once: supervisor, workers, jobs."""
         for pid in self.tree():
-            try:
+            with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         if self.process is not None:
             self.process.wait(timeout=10)
 
@@ -181,10 +193,8 @@ class RunnerProcess:
             return None
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-            try:
+            with suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                pass
         self.kill_hard()  # whatever is left (nothing, when the stop was clean)
         return self.process.returncode
 

@@ -102,7 +102,11 @@ def counted(path: Path) -> bool:
     """Code a maintainer changes: not migrations, not a problem's reference (the catalogue's tests run
     every one), not a package's empty ``__init__``."""
     relative = path.relative_to(REPO).as_posix()
-    if "/migrations/" in relative or relative.startswith("evaluator/problems/") and path.parent.name != "problems":
+    if (
+        "/migrations/" in relative
+        or relative.startswith("evaluator/problems/")
+        and path.parent.name != "problems"
+    ):
         return False
     return not (path.name == "__init__.py" and len(path.read_text().strip().splitlines()) < 10)
 
@@ -203,8 +207,10 @@ def test_a_module_that_gained_a_test_leaves_the_list() -> None:
 
 
 def test_the_inventory_sees_an_import_a_dotted_name_and_a_path() -> None:
-    tree = ast.parse("import evaluator.sol\nfrom evaluator.harness import judge\nfrom evaluator.gpus import x\n")
-    assert {"evaluator.sol", "evaluator.harness.judge", "evaluator.gpus"} <= imported_names(tree)
+    tree = ast.parse(
+        "import evaluator.sol\nfrom evaluator.harness import judge\nfrom evaluator.gpu_specs import x\n"
+    )
+    assert {"evaluator.sol", "evaluator.harness.judge", "evaluator.gpu_specs"} <= imported_names(tree)
     assert module_name(REPO / "evaluator" / "harness" / "__init__.py") == "evaluator.harness"
     assert not counted(REPO / "leaderboard" / "migrations" / "0001_initial.py")
     assert "evaluator.harness.child" in named_by_tests()  # run as ``-m evaluator.harness.child``

@@ -2,7 +2,7 @@
 
 A large bf16 GEMM (TFLOP/s) and a large device-to-device copy (TB/s counting read + write), each
 the median of several cold-L2 runs timed with CUDA events. The keys match
-``evaluator.gpus.with_ceilings``: ``bf16_tensor_tflops``, ``hbm_tbps``.
+``evaluator.gpu_specs.with_ceilings``: ``bf16_tensor_tflops``, ``hbm_tbps``.
 
 ``--world-size N`` (N > 1) measures the link instead: the all-reduce bus bandwidth of N GPUs
 (``evaluator.harness.link_bandwidth``), whose best figure is ``nvlink_gbps_per_direction``, the
@@ -105,8 +105,11 @@ def main(args: argparse.Namespace) -> int:
     if args.world_size > 1:
         available = torch.cuda.device_count() if args.device == CUDA else args.world_size
         if available < args.world_size:
-            print(f"error: the link of {args.world_size} GPUs needs {args.world_size} GPUs, {available} visible",
-                  file=sys.stderr)
+            print(
+                f"error: the link of {args.world_size} GPUs needs {args.world_size} GPUs, "
+                f"{available} visible",
+                file=sys.stderr,
+            )
             return 2
         link = measure_link(args.world_size, args.device)
         if args.json:
@@ -124,6 +127,7 @@ def main(args: argparse.Namespace) -> int:
     else:
         ceilings = result["ceilings"]
         print(
-            f"{result['device']}: bf16 GEMM {ceilings['bf16_tensor_tflops']:.1f} TFLOP/s, copy {ceilings['hbm_tbps']:.3f} TB/s"
+            f"{result['device']}: bf16 GEMM {ceilings['bf16_tensor_tflops']:.1f} TFLOP/s, "
+            f"copy {ceilings['hbm_tbps']:.3f} TB/s"
         )
     return 0

@@ -25,19 +25,31 @@ def add_import_options(parser: Any) -> None:
     from evaluator.importers.bounded import MEMORY_BUDGET_MIB, TIME_BUDGET_S
 
     parser.add_argument("source", type=Path, metavar="DIR", help="one problem folder, or a tree of them")
-    parser.add_argument("--format", required=True, choices=FORMATS, dest="fmt", help="the format DIR is written in")
+    parser.add_argument(
+        "--format", required=True, choices=FORMATS, dest="fmt", help="the format DIR is written in"
+    )
     parser.add_argument("--out", type=Path, default=None,
                         help="where problem folders are written (default: the catalogue's imported folder, "
                         "$SOLBOARD_IMPORTED_PROBLEMS or evaluator/problems/imported)")
     parser.add_argument("--dry-run", action="store_true", help="convert and validate, write nothing")
-    parser.add_argument("--replace", action="store_true",
-                        help="replace an earlier import of the same problem whose meaning changed (version + 1)")
+    parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace an earlier import of the same problem whose meaning changed (version + 1)",
+    )
     parser.add_argument("--prefix", default="", help="put this before every problem name (e.g. gpumode_)")
-    parser.add_argument("--atol", type=float, default=None,
-                        help="reference-kernels: the atol of tasks whose tolerance cannot be read from their check")
+    parser.add_argument(
+        "--atol",
+        type=float,
+        default=None,
+        help="reference-kernels: the atol of tasks whose tolerance cannot be read from their check",
+    )
     parser.add_argument("--rtol", type=float, default=None, help="reference-kernels: their rtol")
-    parser.add_argument("--source-repo", default=None,
-                        help="the upstream repository [import] source records (default: the checkout's origin)")
+    parser.add_argument(
+        "--source-repo",
+        default=None,
+        help="the upstream repository [import] source records (default: the checkout's origin)",
+    )
     parser.add_argument("--time-budget", type=float, default=TIME_BUDGET_S, metavar="SECONDS",
                         help=f"each problem's time limit (default {TIME_BUDGET_S:g})")
     parser.add_argument("--memory-budget", type=int, default=MEMORY_BUDGET_MIB, metavar="MIB",
@@ -49,9 +61,17 @@ def add_import_options(parser: Any) -> None:
 def options_from(args: Any) -> Any:
     from evaluator.importers import Options
 
-    return Options(dry_run=args.dry_run, replace=args.replace, prefix=args.prefix, atol=args.atol, rtol=args.rtol,
-                   source_repo=args.source_repo, time_budget_s=args.time_budget,
-                   memory_budget_mib=args.memory_budget, jobs=args.jobs)
+    return Options(
+        dry_run=args.dry_run,
+        replace=args.replace,
+        prefix=args.prefix,
+        atol=args.atol,
+        rtol=args.rtol,
+        source_repo=args.source_repo,
+        time_budget_s=args.time_budget,
+        memory_budget_mib=args.memory_budget,
+        jobs=args.jobs,
+    )
 
 
 def progress_printer(stream: Any, detailed: bool, dry_run: bool) -> Any:

@@ -60,7 +60,10 @@ def problem_summary(problem: Problem) -> dict[str, Any]:
 
 
 def _table(problems: list[Problem]) -> str:
-    header = f"{'problem':<20} {'v':>2} {'languages':<16} {'shapes':>6} {'ranked':>6} {'quick':>5} {'cpu':>3}  title"
+    header = (
+        f"{'problem':<20} {'v':>2} {'languages':<16} {'shapes':>6} {'ranked':>6} "
+        f"{'quick':>5} {'cpu':>3}  title"
+    )
     lines = [header, "-" * len(header)]
     for problem in problems:
         shapes = problem.shapes
@@ -96,7 +99,8 @@ def catalogue_markdown(problems: list[Problem]) -> str:
         tolerances = "; ".join(
             _tolerance_text(spec.name, problem.tolerance_for(spec.name)) for spec in problem.outputs
         )
-        shapes = f"{len(problem.shapes)} ({len(problem.ranked_shapes)} / {len(problem.select_shapes('all', 'cpu'))})"
+        cpu_shapes = len(problem.select_shapes("all", "cpu"))
+        shapes = f"{len(problem.shapes)} ({len(problem.ranked_shapes)} / {cpu_shapes})"
         lines.append(
             f"| `{problem.name}` | {_tensors(problem.inputs)} | {_tensors(problem.outputs)} | {tolerances} "
             f"| {', '.join(problem.languages)} | {shapes} |"

@@ -7,6 +7,7 @@ itself could not run (bad arguments, unknown problem, internal error).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -59,10 +60,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--artifacts", type=Path, default=None, help="folder for artifacts")
     parser.add_argument("--time-limit-compile", type=float, default=None, metavar="S",
                         help=f"default {COMPILE_LIMIT_S:g}")
-    parser.add_argument("--time-limit-test", type=float, default=None, metavar="S",
-                        help=f"default {TEST_MODE_TEST_LIMIT_S:g} in test mode, {TEST_LIMIT_S:g} in ranked mode")
-    parser.add_argument("--time-limit-ranked", type=float, default=None, metavar="S",
-                        help=f"default {TEST_MODE_RANKED_LIMIT_S:g} in test mode, {RANKED_LIMIT_S:g} in ranked mode")
+    parser.add_argument(
+        "--time-limit-test",
+        type=float,
+        default=None,
+        metavar="S",
+        help=f"default {TEST_MODE_TEST_LIMIT_S:g} in test mode, {TEST_LIMIT_S:g} in ranked mode",
+    )
+    parser.add_argument(
+        "--time-limit-ranked",
+        type=float,
+        default=None,
+        metavar="S",
+        help=f"default {TEST_MODE_RANKED_LIMIT_S:g} in test mode, {RANKED_LIMIT_S:g} in ranked mode",
+    )
     parser.add_argument("--time-limit-first-call", type=float, default=None, metavar="S",
                         help="the first call of each shape (compilation, autotuning); default 15 on a GPU, "
                         "90 on the CPU device")
@@ -102,7 +113,7 @@ def _calibration(path: Path | None) -> dict[str, float] | None:
 
 
 def _is_ceiling(key: str) -> bool:
-    """Keys that evaluator.gpus.with_ceilings understands (others, like "runs", are ignored)."""
+    """Keys that evaluator.gpu_specs.with_ceilings understands (others, like "runs", are ignored)."""
     return key.endswith("_tflops") or key in ("hbm_tbps", "nvlink_gbps_per_direction")
 
 
@@ -176,7 +187,6 @@ def run_job(args: argparse.Namespace, secret_seed: int | None = None, warm: Warm
 
 
 def _stream_provisional(report: EvaluationReport) -> None:
-    try:
+    # The reader may have gone away: the final report will say the same (or nothing will).
+    with contextlib.suppress(OSError):
         jobstream.emit_report("provisional", report.model_dump_json())
-    except OSError:  # the reader went away: the final report will say the same (or nothing will)
-        pass

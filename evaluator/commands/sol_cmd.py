@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from evaluator.gpus import GpuSpecError, get_gpu_spec, load_gpu_specs
+from evaluator.gpu_specs import GpuSpecError, get_gpu_spec, load_gpu_specs
 from evaluator.problems import CatalogueError, Problem, Shape, get_problem
 from evaluator.sol import has_counts, t_sol
 
@@ -29,9 +29,19 @@ def shape_sol(problem: Problem, shape: Shape, gpu: str, world_size: int) -> dict
         axes.setdefault("world_size", world_size)
     counts = problem.counts(axes)
     if not has_counts(counts):
-        return {"shape_id": shape.shape_id, "axes": dict(shape.axes), "ranked": shape.ranked, "flops": {}, "bytes": 0.0,
-                "comm_bytes": 0.0, "t_sol_us": None, "bound": "no counts", "t_compute_us": None,
-                "t_memory_us": None, "t_link_us": None}
+        return {
+            "shape_id": shape.shape_id,
+            "axes": dict(shape.axes),
+            "ranked": shape.ranked,
+            "flops": {},
+            "bytes": 0.0,
+            "comm_bytes": 0.0,
+            "t_sol_us": None,
+            "bound": "no counts",
+            "t_compute_us": None,
+            "t_memory_us": None,
+            "t_link_us": None,
+        }
     bound = t_sol(counts, get_gpu_spec(gpu), world_size)
     return {
         "shape_id": shape.shape_id,

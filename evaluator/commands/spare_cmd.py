@@ -18,6 +18,7 @@ without a job. The runner then starts another spare, or runs the job as a fresh 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import select
@@ -106,10 +107,8 @@ def run_the_job(warm: WarmStart, request: JobRequest) -> int:
 
 
 def not_ready(reason: str) -> int:
-    try:
+    with contextlib.suppress(OSError):
         jobstream.emit("not_ready", reason=reason[-4000:])
-    except OSError:
-        pass
     return jobstream.EXIT_NOT_READY
 
 
@@ -147,7 +146,9 @@ def next_line(warm: WarmStart, stdin: LineReader, idle_limit_s: float) -> bytes 
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return f"no word came within its idle limit of {idle_limit_s:g} s"
-        readable, _, _ = select.select([stdin.fd, warm.child.from_child], [], [], min(remaining, CHECK_EVERY_S))
+        readable, _, _ = select.select(
+            [stdin.fd, warm.child.from_child], [], [], min(remaining, CHECK_EVERY_S)
+        )
         if warm.child.from_child in readable or not readable:
             problem = warm.problem()
             if problem is not None:

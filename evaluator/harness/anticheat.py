@@ -86,7 +86,7 @@ _MISSING = object()
 
 
 def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
 def standard_integrity(extra_modules: list[types.ModuleType]) -> Integrity:
@@ -230,7 +230,10 @@ class Activity:
         if native:
             extra = self.new_threads()
             if extra:
-                return f"native threads started by the submission are running (class 2): {sorted(extra.values())}"
+                return (
+                    "native threads started by the submission are running (class 2): "
+                    f"{sorted(extra.values())}"
+                )
         if not children:
             return None
         children_pids = child_processes()

@@ -13,7 +13,7 @@ import copy
 import datetime as dt
 
 from evaluator import HARNESS_VERSION
-from evaluator.gpus import GpuSpecError, get_gpu_spec
+from evaluator.gpu_specs import GpuSpecError, get_gpu_spec
 from evaluator.harness import identity
 from evaluator.harness.device import cpu_name, gpu_type, nvml_driver, nvml_name
 from evaluator.harness.outcome import JudgeOutcome, ShapeResult
@@ -102,8 +102,10 @@ def _judge_physics(shape: ShapeReport, problem: Problem, device: DeviceInfo,
         shape.status = Status.REJECTED
         claim = shape.timing.median_us if shape.timing else 0.0
         fraction = f"{shape.sol.t_sol_us / claim:.3f}" if claim > 0 else "infinite"
-        shape.message = (f"faster than light: {claim:.3f} us is below the speed of light {shape.sol.t_sol_us:.3f} us "
-                         f"(sol_fraction {fraction}, class 17)")
+        shape.message = (
+            f"faster than light: {claim:.3f} us is below the speed of light {shape.sol.t_sol_us:.3f} us "
+            f"(sol_fraction {fraction}, class 17)"
+        )
     elif shape.witness is not None and not shape.witness.confirmed:
         shape.status = Status.REJECTED
         shape.message = shape.witness.message or "timing not confirmed by its witness"
@@ -242,7 +244,7 @@ def _with_executed(evidence: FeatureEvidence | None, shapes: list[ShapeReport]) 
                     executed[opcode] = executed.get(opcode, 0) + count
     if evidence is None or not executed:
         return evidence
-    from evaluator.ptx.evidence import with_executed
+    from evaluator.ptx.feature_evidence import with_executed
 
     return with_executed(evidence, executed)
 
@@ -254,4 +256,7 @@ def _summary_message(shapes: list[ShapeReport]) -> str:
     if not failed:
         return f"all {len(shapes)} shapes passed"
     first = failed[0]
-    return f"{len(failed)} of {len(shapes)} shapes did not pass; {first.shape_id}: {first.status.value} {first.message}".strip()
+    return (
+        f"{len(failed)} of {len(shapes)} shapes did not pass; "
+        f"{first.shape_id}: {first.status.value} {first.message}"
+    ).strip()

@@ -51,8 +51,10 @@ def call_limit(baseline_median_us: float | None, first: bool, device: str = "cud
     steady = STEADY_FLOOR_S + STEADY_FACTOR * max(baseline_median_us or 0.0, 0.0) * 1e-6
     if first:
         allowance = FIRST_CALL_S[device] if first_call_s is None else first_call_s
-        return CallLimit(max(allowance, steady), f"the first call of a shape, which may compile and autotune: "
-                                                 f"{allowance:g} s")
+        return CallLimit(
+            max(allowance, steady),
+            f"the first call of a shape, which may compile and autotune: {allowance:g} s",
+        )
     baseline = f"{baseline_median_us:.1f} us" if baseline_median_us else "none"
     return CallLimit(steady, f"{STEADY_FACTOR:g} x the baseline's median ({baseline}) + {STEADY_FLOOR_S:g} s")
 
@@ -60,4 +62,6 @@ def call_limit(baseline_median_us: float | None, first: bool, device: str = "cud
 def witness_call_limit(claimed_median_us: float | None) -> CallLimit:
     """A witnessed call (ncu serialises and measures every kernel)."""
     seconds = WITNESS_CALL_S + STEADY_FACTOR * max(claimed_median_us or 0.0, 0.0) * 1e-6
-    return CallLimit(seconds, f"a call under Nsight Compute: {WITNESS_CALL_S:g} s + {STEADY_FACTOR:g} x its median")
+    return CallLimit(
+        seconds, f"a call under Nsight Compute: {WITNESS_CALL_S:g} s + {STEADY_FACTOR:g} x its median"
+    )

@@ -18,6 +18,7 @@ every ranked median confirmed by a witness (``witness``). What the child still d
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
 import sys
@@ -121,10 +122,8 @@ class Child:
         PTX loader for native submissions. Still before the submission exists."""
         self._run_baseline_once()
         if self.config["language"] != "python":
-            try:
+            with contextlib.suppress(ImportError):
                 import evaluator.ptx.loader  # noqa: F401 - imported now so its functions are snapshotted
-            except ImportError:
-                pass
 
     def _run_baseline_once(self) -> None:
         """Library threads (cuBLAS, cuDNN) start now, so they are part of the quiet reference."""
@@ -175,7 +174,9 @@ class Child:
             kind = command.get("type")
             if kind == "finish":
                 return
-            handler = {"bind": self.bind, "call": self.call, "time": self.time, "unbind": self.unbind}.get(str(kind))
+            handler = {"bind": self.bind, "call": self.call, "time": self.time, "unbind": self.unbind}.get(
+                str(kind)
+            )
             if handler is None:
                 raise channel.ChannelError(f"unexpected command {kind!r}")
             handler(command)
@@ -184,7 +185,9 @@ class Child:
         """The start-up before any device call; times ``imports`` (from the judge's spawn) and
         ``stage`` (the device's modules)."""
         began = monotonic()
-        self.start_up["imports"] = round(max(began - float(command.get("spawned_monotonic") or began), 0.0), 3)
+        self.start_up["imports"] = round(
+            max(began - float(command.get("spawned_monotonic") or began), 0.0), 3
+        )
         self.stage(str(command["device"]))
         self.start_up["stage"] = round(monotonic() - began, 3)
 
@@ -248,7 +251,7 @@ class Child:
         inputs, outputs = self.mapped.open_all(command["inputs"]), self.mapped.open_all(command["outputs"])
         try:
             kernel = work.kernel_for_shape(self.submission, self.problem, self.config["language"], axes)
-        except Exception as error:  # noqa: BLE001 - a native kernel that does not fit this shape
+        except Exception as error:  # a native kernel that does not fit this shape
             self.send({"type": "bound", "error": getattr(error, "message", None) or str(error)})
             return
         self.kernel, self.bound = kernel, (inputs, outputs)
@@ -267,7 +270,7 @@ class Child:
         try:
             returned = self.kernel(*inputs, *outputs)
             self.sync()
-        except Exception as error:  # noqa: BLE001 - the submission's error, reported as such
+        except Exception as error:  # the submission's error, reported as such
             self.send({"type": "called", "error": f"the kernel raised {type(error).__name__}: {error}",
                        "fatal": self.context_poisoned()})
             return
@@ -277,10 +280,12 @@ class Child:
                 if returned is not None else "")
         self.send({"type": "called", "problem": problem, "problem_status": status, "note": note})
 
-    def _changed_outputs(self, outputs: list[torch.Tensor], ids: list[Any]) -> tuple[Status | None, str | None]:
+    def _changed_outputs(
+        self, outputs: list[torch.Tensor], ids: list[Any]
+    ) -> tuple[Status | None, str | None]:
         """An output object the kernel changed (dtype, shape, storage): its writes never reached the
         judge's buffer; saying how is better feedback than the judge's NaNs."""
-        for spec, tensor, expected in zip(self.problem.outputs, outputs, ids):
+        for spec, tensor, expected in zip(self.problem.outputs, outputs, ids, strict=True):
             bad = check_identity(spec.name, tensor, expected)
             if bad:
                 return bad
@@ -292,7 +297,7 @@ class Child:
         try:
             torch.cuda.synchronize()
             torch.zeros(1, device="cuda").add_(1).item()
-        except Exception:  # noqa: BLE001 - any error here means the context is gone
+        except Exception:  # any error here means the context is gone
             return True
         return False
 
@@ -346,7 +351,9 @@ class Child:
 
         for tensor in outputs:
             poison_(tensor)
-        return TimedSet(inputs, outputs, refresh, lambda: None, finished, poisoned_by_refresh=self.device == CPU)
+        return TimedSet(
+            inputs, outputs, refresh, lambda: None, finished, poisoned_by_refresh=self.device == CPU
+        )
 
 
 def _path(text: str) -> Any:
@@ -374,13 +381,15 @@ def serve(make_child: Callable[[int, int], Any], argv: list[str] | None = None) 
         make_child(args.in_fd, args.out_fd).run()
     except channel.ChannelError:
         code = 0  # the judge hung up: nothing left to say
-    except BaseException:  # noqa: BLE001 - a harness failure: the judge reports it with this log
+    except BaseException:  # a harness failure: the judge reports it with this log
         traceback.print_exc()
         code = INTERNAL_ERROR_EXIT
     for stream in (sys.stdout, sys.stderr):
-        try:
+        # The submission may have replaced or closed them; a bare try, since it may have replaced
+        # contextlib's helpers too.
+        try:  # noqa: SIM105
             stream.flush()
-        except Exception:  # noqa: BLE001, S110 - the submission may have replaced or closed them
+        except Exception:
             pass
     _os_exit(code)
 

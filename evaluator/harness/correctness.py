@@ -191,7 +191,7 @@ def _worst(
     k = min(WORST_COUNT, got.numel())
     values, indices = torch.topk(ranking, k)
     worst = []
-    for value, flat in zip(values.tolist(), indices.tolist()):
+    for value, flat in zip(values.tolist(), indices.tolist(), strict=True):
         if value <= 0:
             break
         g, e = float(got[flat]), float(expected[flat])

@@ -8,14 +8,14 @@ process (shared files, cache lines owned by another core), the baseline ran in t
 it had just written itself. The baseline submitted as a kernel (``examples/python/vector_add.py`` is
 ``torch.add(a, b, out=c)``, the baseline byte for byte) scored 0.31-0.43 instead of 0.5.
 
-So on the CPU the baseline is timed by the child, through the judge's timing service, on the judge's
-shared sets: the same code path, the same buffers, the same clocks. The child has run nothing of the
-submission yet (as in a warm spare, everything in it is ours), so its figures are trusted. It is timed
-once per shape, which gives its figures and what the judge's clock holds beyond the call itself (the
-pipe, both processes' wake-ups, the harness's loop: ``overhead_us``, the lowest round trip less the
-median call, so that what the clock leaves is not less than the call). The ranked rule then treats
-the baseline's clock exactly as the kernel's (``scoring.ranked_cpu_us``): a time the judge measured itself, which
-no claim of the child's can lower (docs/security.md, "The CPU board ranks the judge's clock").
+So on the CPU the baseline is timed by the child, through the judge's timing service, on the judge's shared
+sets: the same code path, the same buffers, the same clocks. The child has run nothing of the submission yet
+(as in a warm spare, everything in it is ours), so its figures are trusted. It is timed once per shape, which
+gives its figures and what the judge's clock holds beyond the call itself (the pipe, both processes' wake-ups,
+the harness's loop: ``overhead_us``, the lowest round trip less the median call, so that what the clock leaves
+is not less than the call). The ranked rule then treats the baseline's clock exactly as the kernel's
+(``scoring.ranked_cpu_us``): a time the judge measured itself, which no claim of the child's can lower
+(docs/security.md, "The CPU board ranks the judge's clock").
 """
 
 from __future__ import annotations
@@ -63,8 +63,9 @@ class ChildBaselineService(KernelTimingService):
                 or self.answer.get("error") or not self.checked_round_trips_us:
             why = self.failure or self.answer.get("error") or self.answer.get("problem") or "no timing"
             raise BaselineTimingFailed(f"the baseline could not be timed in the child: {why}")
-        return TimingOutcome(stats, list(self.answer.get("flags") or []), list(self.answer.get("notes") or [])), \
-            judge_clock(self.checked_round_trips_us, self.calls, self.checks)
+        return TimingOutcome(
+            stats, list(self.answer.get("flags") or []), list(self.answer.get("notes") or [])
+        ), judge_clock(self.checked_round_trips_us, self.calls, self.checks)
 
 
 def time_in_child(judge: Any, shape: Any) -> tuple[TimingOutcome, BaselineClock]:
@@ -74,5 +75,6 @@ def time_in_child(judge: Any, shape: Any) -> tuple[TimingOutcome, BaselineClock]
     service.run()
     timing, clock = service.outcome()
     overhead = max(min(clock.round_trips_us) - float(timing.stats["median_us"]), 0.0)
-    return timing, BaselineClock(overhead_us=overhead, round_trip_low_us=float(clock.round_trip_low_us or 0.0))
-
+    return timing, BaselineClock(
+        overhead_us=overhead, round_trip_low_us=float(clock.round_trip_low_us or 0.0)
+    )

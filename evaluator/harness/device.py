@@ -43,13 +43,13 @@ def nvml_driver() -> str | None:
         pynvml.nvmlInit()
         version = pynvml.nvmlSystemGetDriverVersion()
         return version.decode() if isinstance(version, bytes) else str(version)
-    except Exception:  # noqa: BLE001 - NVML is optional telemetry
+    except Exception:  # NVML is optional telemetry
         return None
 
 
 def gpu_type(name: str) -> tuple[str, bool]:
     """(catalogue key, estimated?) for a device name; unknown GPUs are marked estimated."""
-    from evaluator.gpus import gpu_type_for_name
+    from evaluator.gpu_specs import gpu_type_for_name
 
     key = gpu_type_for_name(name)
     return key, key.startswith("unknown:")
@@ -62,7 +62,7 @@ def nvml_name(index: int = 0) -> str | None:
         pynvml.nvmlInit()
         name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(index))
         return name.decode() if isinstance(name, bytes) else str(name)
-    except Exception:  # noqa: BLE001 - no NVML here
+    except Exception:  # no NVML here
         return None
 
 

@@ -131,7 +131,7 @@ class GpuTimer:
         try:
             events = list(prof.profiler.kineto_results.events())
             batch = tracing.attribute(events)
-        except Exception as error:  # noqa: BLE001 - no CUPTI: fall back to events, flagged
+        except Exception as error:  # no CUPTI: fall back to events, flagged
             self._no_cupti(f"kernel timestamps unreadable ({type(error).__name__}: {error})")
             return
         if not any(batch.calls.get(i) and batch.calls[i].ops for i in range(count)):
@@ -149,7 +149,8 @@ class GpuTimer:
             late = call.unjoined()
             if late:
                 raise TimingRejected(
-                    f"work on another stream was not joined back to the current stream (class 1): {late[0].name}"
+                    "work on another stream was not joined back to the current stream (class 1): "
+                    f"{late[0].name}"
                 )
             result.spans_us.append(call.span_ns / 1e3)
             result.names.append(call.names)

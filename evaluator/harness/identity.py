@@ -37,7 +37,11 @@ class _CapHeader(ctypes.Structure):
 
 
 class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
 
 
 def _drop_capabilities() -> None:
@@ -93,6 +97,10 @@ def describe() -> str:
     """The report's ``sandbox.judge_identity``."""
     real, effective, saved = os.getresuid()
     if real == effective:
-        return f"one uid ({real}) for the judge and the submission's processes: the child could signal its judge"
-    return (f"judge uids real {real} / effective {effective} / saved {saved}; the submission's processes run as "
-            f"{effective} and can neither signal, trace nor read the judge")
+        return (
+            f"one uid ({real}) for the judge and the submission's processes: the child could signal its judge"
+        )
+    return (
+        f"judge uids real {real} / effective {effective} / saved {saved}; the submission's processes run as "
+        f"{effective} and can neither signal, trace nor read the judge"
+    )

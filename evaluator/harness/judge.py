@@ -59,7 +59,9 @@ def spawn_child(scratch: Path, device: str, start_limit_s: float, log_cap: int) 
     return child
 
 
-def trial_seeds(request: EvaluationRequest, public_seeds: list[int], shape_id: str) -> list[tuple[int, int | None]]:
+def trial_seeds(
+    request: EvaluationRequest, public_seeds: list[int], shape_id: str
+) -> list[tuple[int, int | None]]:
     """(seed, the public seed to show or None) per correctness trial: ranked runs with a secret
     seed fold it into every public one, and show none of them."""
     if request.mode == RANKED and request.secret_seed is not None:
@@ -134,7 +136,9 @@ class Judge:
         except ChildTimeout:
             self._timed_out()
         except ProtocolViolation as error:
-            self.outcome.judged(Status.REJECTED, f"forged report: {error} (class 16: the child spoke out of turn)")
+            self.outcome.judged(
+                Status.REJECTED, f"forged report: {error} (class 16: the child spoke out of turn)"
+            )
         except ChildDied:
             self._died()
         finally:
@@ -277,7 +281,9 @@ class Judge:
             list[torch.Tensor], list[torch.Tensor], dict[str, Any]]:
         inputs, outputs, in_handles, out_handles = [], [], [], []
         for spec in self.problem.inputs:
-            tensor, handle = self.arena.tensor(spec.name, tuple(like[spec.name].shape), like[spec.name].dtype, group)
+            tensor, handle = self.arena.tensor(
+                spec.name, tuple(like[spec.name].shape), like[spec.name].dtype, group
+            )
             inputs.append(tensor)
             in_handles.append(handle.to_json())
         for spec in self.problem.outputs:
@@ -316,7 +322,7 @@ class Judge:
                      seed: int, distribution: str) -> dict[str, torch.Tensor]:
         """Fresh inputs into the shared buffers (the judge keeps its own copy), outputs poisoned."""
         private = self.refmod.generate_inputs(dict(ctx.axes), seed, self.device, distribution)
-        for spec, shared in zip(self.problem.inputs, inputs):
+        for spec, shared in zip(self.problem.inputs, inputs, strict=True):
             shared.copy_(private[spec.name])
         for tensor in outputs:
             corr.poison_(tensor)
@@ -350,7 +356,9 @@ class Judge:
     def take_outputs(self, outputs: list[torch.Tensor]) -> dict[str, torch.Tensor]:
         """The outputs copied out of the shared memory now, by name."""
         self.sync()
-        taken = {spec.name: tensor.clone() for spec, tensor in zip(self.problem.outputs, outputs)}
+        taken = {
+            spec.name: tensor.clone() for spec, tensor in zip(self.problem.outputs, outputs, strict=True)
+        }
         self.sync()
         return taken
 
@@ -360,7 +368,7 @@ class Judge:
         """Inputs untouched, then the outputs (copied out of the shared memory first, or ``taken``
         earlier) against the reference of the judge's own copy of the inputs."""
         self.sync()
-        for spec, shared in zip(self.problem.inputs, inputs):
+        for spec, shared in zip(self.problem.inputs, inputs, strict=True):
             if not torch.equal(shared, private[spec.name]):
                 return Status.REJECTED, f"the kernel modified its input {spec.name} (class 7)", {}
         got = taken if taken is not None else self.take_outputs(outputs)
@@ -409,10 +417,15 @@ class Judge:
         assert stage is not None
         where = f" (shape {stage.shape})" if stage.shape else ""
         if stage.call:
-            message = (f"{stage.call}{where} ran past its limit of {stage.limit_s:.3g} s ({stage.call_rule}); "
-                       "the process group was killed")
+            message = (
+                f"{stage.call}{where} ran past its limit of {stage.limit_s:.3g} s ({stage.call_rule}); "
+                "the process group was killed"
+            )
         else:
-            message = f"stage {stage.name}{where} ran past its limit of {stage.limit_s:g} s; the process group was killed"
+            message = (
+                f"stage {stage.name}{where} ran past its limit of {stage.limit_s:g} s; "
+                "the process group was killed"
+            )
         self.outcome.judged(Status.TIMEOUT, message)
         done = {result.shape_id for result in self.outcome.shapes}
         for result in self.outcome.shapes:
@@ -431,4 +444,6 @@ class Judge:
             raise HarnessFailure(f"the evaluator's child failed while starting ({how})\n"
                                  f"{self.child.close()[-4000:]}")
         where = f", shape {stage.shape}" if stage.shape else ""
-        self.outcome.judged(Status.RUNTIME_ERROR, f"the process died ({how}) during stage {stage.name}{where}")
+        self.outcome.judged(
+            Status.RUNTIME_ERROR, f"the process died ({how}) during stage {stage.name}{where}"
+        )

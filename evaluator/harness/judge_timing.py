@@ -69,8 +69,11 @@ class BaselineTimer:
         judge = self.judge
         ctx = judge.context(shape)
         sets = work.build_sets(ctx, work.set_count(ctx, judge.config["set_cap_bytes"]))
-        config = TimingConfig(budget_s=float(judge.config["budgets"]["baseline"]), launch_allowance_us=math.inf,
-                              checks_per_batch=0)
+        config = TimingConfig(
+            budget_s=float(judge.config["budgets"]["baseline"]),
+            launch_allowance_us=math.inf,
+            checks_per_batch=0,
+        )
         baseline = work.with_scalar_args(judge.refmod.baseline, judge.problem, shape.axes)
         try:
             if judge.device == CUDA:
@@ -173,7 +176,9 @@ class KernelTimingService:
             last = self._refresh(message.get("set"))
             answered = False
             self.judge.limit_call(self.shape.shape_id, f"timed call {self.calls}", first=self.calls == 1)
-            sent = time.monotonic()  # before the send: the child may run its call before this thread runs again
+            sent = (
+                time.monotonic()
+            )  # before the send: the child may run its call before this thread runs again
             child.send({"type": "go"})
 
     def _finished(self, index: int | None, sent: float, answered: bool) -> None:
@@ -184,7 +189,9 @@ class KernelTimingService:
             raise ProtocolViolation("'done' without a call in progress")
         self._call_answered(index, sent, {"type": "done"})
 
-    def _call_answered(self, index: int | None, sent: float, message: dict[str, Any], clocked: bool = True) -> None:
+    def _call_answered(
+        self, index: int | None, sent: float, message: dict[str, Any], clocked: bool = True
+    ) -> None:
         """The call on ``index`` has answered: the judge's clock of it, and 1 in CHECK_ONE_IN checked
         (1 in CHECK_EARLY_ONE_IN until MIN_CHECKS were)."""
         if index is None:
@@ -209,7 +216,12 @@ class KernelTimingService:
     def _last_call_checked(self, message: dict[str, Any]) -> None:
         """CPU: at ``timed``, the last call is checked when fewer than MIN_CHECKS were, against its
         outputs as they were at its answer (work it left running cannot finish meanwhile)."""
-        if self.answered is None or self.failure is not None or message.get("error") or self.checks >= MIN_CHECKS:
+        if (
+            self.answered is None
+            or self.failure is not None
+            or message.get("error")
+            or self.checks >= MIN_CHECKS
+        ):
             return
         index, taken, checked = self.answered
         if not checked:
@@ -228,10 +240,10 @@ class KernelTimingService:
 
     def _check(self, index: int, taken: dict[str, Any] | None = None) -> None:
         """A call that has answered, judged. Its outputs are copied out at once (or were, ``taken``,
-        at its answer), before the judge spends any time of its own (the private inputs, the
-        reference): work a call leaves running after its answer (a thread, a fork on torch's inter-op pool) must not get that time to finish in,
-        or it would be timed and witnessed at its launch alone (c02_finish_after_reply). The outputs
-        are read again after the comparison: any change is such work, caught in the act."""
+        at its answer), before the judge spends any time of its own (the private inputs, the reference): work
+        a call leaves running after its answer (a thread, a fork on torch's inter-op pool) must not get that
+        time to finish in, or it would be timed and witnessed at its launch alone (c02_finish_after_reply).
+        The outputs are read again after the comparison: any change is such work, caught in the act."""
         judge = self.judge
         inputs, outputs, _ = self.sets[index]
         taken = judge.take_outputs(outputs) if taken is None else taken
@@ -241,7 +253,9 @@ class KernelTimingService:
         status, message, _ = judge.verify(self.ctx, inputs, outputs, private, taken)
         changed = self._changed_outputs(outputs, digests)
         if status != Status.PASSED and not changed:
-            time.sleep(LEFT_RUNNING_GRACE_S)  # already failed: give work still running the time to show itself
+            time.sleep(
+                LEFT_RUNNING_GRACE_S
+            )  # already failed: give work still running the time to show itself
             changed = self._changed_outputs(outputs, digests)
         self.checks += 1
         self.checked_index = (self.calls, index)
@@ -250,15 +264,19 @@ class KernelTimingService:
         if self.failure is not None:
             return
         if changed:
-            self.failure = (f"timed call {self.calls} changed its outputs {changed} after it had returned: work "
-                            f"left running past the call is not timed (class 2)")
+            self.failure = (
+                f"timed call {self.calls} changed its outputs {changed} after it had returned: work "
+                f"left running past the call is not timed (class 2)"
+            )
         elif status != Status.PASSED:
-            self.failure = (f"timed call {self.calls} wrote a wrong output (caching, replay or less work when "
-                            f"timed; classes 5 and 9): {message}")
+            self.failure = (
+                f"timed call {self.calls} wrote a wrong output (caching, replay or less work when "
+                f"timed; classes 5 and 9): {message}"
+            )
 
     def _changed_outputs(self, outputs: list[Any], digests: dict[str, tuple[int, int, int]]) -> list[str]:
         self.judge.sync()
-        return [spec.name for spec, tensor in zip(self.judge.problem.outputs, outputs)
+        return [spec.name for spec, tensor in zip(self.judge.problem.outputs, outputs, strict=True)
                 if corr.digest(tensor) != digests[spec.name]]
 
     def _record(self, answer: dict[str, Any], baseline: TimingOutcome) -> None:
@@ -271,8 +289,10 @@ class KernelTimingService:
             result.ends(Status.REJECTED, str(answer["problem"]))
             return
         if not isinstance(answer.get("stats"), dict):  # a rewritten answer: neither stats nor why not
-            result.ends(Status.REJECTED, "forged report: the child's timing answer holds no timing and no reason "
-                                         "(class 16)")
+            result.ends(
+                Status.REJECTED,
+                "forged report: the child's timing answer holds no timing and no reason (class 16)",
+            )
             return
         result.timing, result.baseline_timing = answer.get("stats"), baseline.stats
         result.flags = list(answer.get("flags") or [])
@@ -280,8 +300,11 @@ class KernelTimingService:
             f"baseline: {note}" for note in baseline.flags + baseline.notes]
         result.notes += telemetry_notes(result.telemetry_before, result.telemetry_after)
         result.clock = judge_clock(self.checked_round_trips_us, self.calls, self.checks)
-        result.checks.append(timed_calls_check(f"{self.checks} timed calls checked by the judge", self.distribution,
-                                               f"of {self.calls} calls"))
+        result.checks.append(
+            timed_calls_check(
+                f"{self.checks} timed calls checked by the judge", self.distribution, f"of {self.calls} calls"
+            )
+        )
 
 
 def judge_clock(checked_us: list[float], calls: int, checks: int) -> JudgeClock:

@@ -1,12 +1,12 @@
 """Cold L2 before every timed call: flush by writing 2x the L2, and reset the persisting L2.
 
-The L2 size is read from the device. READING a buffer twice its size evicts every line a previous
-call (or the harness's own input refresh and output poisoning) left behind, and leaves only clean
-lines: a write-based flush would leave the L2 full of dirty lines whose write-back the timed
-kernel would pay for (measured on the H200: +10-20% on memory-bound kernels against ncu). A persisting access-policy window survives such a flush (class 11),
-so before each call the persisting lines are reset (``cuCtxResetPersistingL2Cache``), the
-persisting carve-out is set to 0 and the current stream's access-policy window is cleared. After a
-call, a non-zero carve-out or window means the submission asked for one: rejected.
+The L2 size is read from the device. READING a buffer twice its size evicts every line a previous call (or the
+harness's own input refresh and output poisoning) left behind, and leaves only clean lines: a write-based
+flush would leave the L2 full of dirty lines whose write-back the timed kernel would pay for (measured on the
+H200: +10-20% on memory-bound kernels against ncu). A persisting access-policy window survives such a flush
+(class 11), so before each call the persisting lines are reset (``cuCtxResetPersistingL2Cache``), the
+persisting carve-out is set to 0 and the current stream's access-policy window is cleared. After a call, a
+non-zero carve-out or window means the submission asked for one: rejected.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class ColdL2:
         try:
             self.reset_persisting()
             return True
-        except Exception:  # noqa: BLE001 - reported as "persisting reset unavailable"
+        except Exception:  # reported as "persisting reset unavailable"
             return False
 
     def flush(self) -> None:
@@ -81,7 +81,7 @@ class ColdL2:
         """Bytes of the current stream's access-policy window (0 where the query is refused)."""
         try:
             return int(self._window_value().accessPolicyWindow.num_bytes)
-        except Exception:  # noqa: BLE001 - e.g. the legacy default stream refuses the query
+        except Exception:  # e.g. the legacy default stream refuses the query
             return 0
 
     def persisting_in_use(self) -> str | None:

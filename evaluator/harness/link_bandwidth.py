@@ -53,17 +53,22 @@ def measure(world_size: int, device: str = "cuda", sizes: list[int] | None = Non
         _run_ranks(world_size, device, chosen, Path(folder) / "store", result)
         rows = json.loads(result.read_text())
     return {
-        "world_size": world_size, "device": device, "rows": rows,
+        "world_size": world_size,
+        "device": device,
+        "rows": rows,
         "best_busbw_gbps": max(row["busbw_gbps"] for row in rows),
         "method": f"nccl-tests style: {WARMUP} warm-up, {ITERATIONS} back-to-back all-reduces of bf16, "
-                  f"{'CUDA events' if device == 'cuda' else 'host clock (gloo)'}; busbw = bytes / time x 2 (W-1)/W; "
-                  "NVLink multicast off",
+        f"{'CUDA events' if device == 'cuda' else 'host clock (gloo)'}; busbw = bytes / time x 2 (W-1)/W; "
+        "NVLink multicast off",
     }
 
 
 def _run_ranks(world_size: int, device: str, sizes: list[int], store: Path, result: Path) -> None:
     """Start every rank, wait for all; a rank that fails or outlasts LIMIT_S ends them all."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")])),
+    }
     ranks = [subprocess.Popen([sys.executable, "-m", "evaluator.harness.link_bandwidth", "--rank", str(rank),
                                "--world-size", str(world_size), "--store", str(store), "--out", str(result),
                                "--device", device, "--sizes", ",".join(map(str, sizes))],
@@ -83,7 +88,9 @@ def _run_ranks(world_size: int, device: str, sizes: list[int], store: Path, resu
                 process.wait()
 
 
-def _rank(rank: int, world_size: int, store_path: str, result_path: str, device: str, sizes: list[int]) -> None:
+def _rank(
+    rank: int, world_size: int, store_path: str, result_path: str, device: str, sizes: list[int]
+) -> None:
     import torch
     import torch.distributed as dist
 
@@ -142,7 +149,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", choices=DEVICES, default=CUDA)
     parser.add_argument("--sizes", required=True)
     args = parser.parse_args(argv)
-    _rank(args.rank, args.world_size, args.store, args.out, args.device, [int(size) for size in args.sizes.split(",")])
+    _rank(
+        args.rank,
+        args.world_size,
+        args.store,
+        args.out,
+        args.device,
+        [int(size) for size in args.sizes.split(",")],
+    )
 
 
 if __name__ == "__main__":

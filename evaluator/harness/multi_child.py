@@ -172,7 +172,7 @@ class RankChild:
         try:
             returned = self.kernel(*inputs, *outputs)
             self.sync()
-        except Exception as error:  # noqa: BLE001 - the submission's error, reported as such
+        except Exception as error:  # the submission's error, reported as such
             self.send({"type": "called", "error": f"the kernel raised {type(error).__name__}: {error}"})
             return
         problem = self.activity.problems(native=False) or self.environment.problem("a call")
@@ -181,8 +181,10 @@ class RankChild:
                 if returned is not None else "")
         self.send({"type": "called", "problem": problem, "problem_status": status, "note": note})
 
-    def _changed_outputs(self, outputs: list[torch.Tensor], ids: list[Any]) -> tuple[Status | None, str | None]:
-        for spec, tensor, expected in zip(self.problem.outputs, outputs, ids):
+    def _changed_outputs(
+        self, outputs: list[torch.Tensor], ids: list[Any]
+    ) -> tuple[Status | None, str | None]:
+        for spec, tensor, expected in zip(self.problem.outputs, outputs, ids, strict=True):
             bad = check_identity(spec.name, tensor, expected)
             if bad:
                 return bad
@@ -196,7 +198,9 @@ class RankChild:
         sets = [self.mapped.open_all(item["inputs"]) + self.mapped.open_all(item["outputs"])
                 for item in command["sets"]]
         impl, shape_id = str(command["impl"]), str(command["shape"])
-        timer = iteration_timer(self.ctx, self.cold, self.baseline_gates.get(shape_id) if impl == "kernel" else None)
+        timer = iteration_timer(
+            self.ctx, self.cold, self.baseline_gates.get(shape_id) if impl == "kernel" else None
+        )
         self.send({"type": "ready", "method": timer.method})
         while True:
             command = self.receive()
@@ -209,17 +213,31 @@ class RankChild:
             except IterationFailed as error:
                 self.send({"type": "ran", "error": f"during timing: {error}"})
                 return self._after_failed_timing()
-            self.send({"type": "ran", "us": elapsed_us, "late": bool(timer.late), "problem": self._after_iteration()})
+            self.send(
+                {
+                    "type": "ran",
+                    "us": elapsed_us,
+                    "late": bool(timer.late),
+                    "problem": self._after_iteration(),
+                }
+            )
         sets.clear()
         if impl == "baseline":
             self.baseline_gates[shape_id] = float(timer.diagnostics().get("gate_us", 0.0))
-        self.send({"type": "timed", "problem": self.framing_problem(f"the timing of {command.get('shape', '')}"),
-                   "diagnostics": timer.diagnostics()})
+        self.send(
+            {
+                "type": "timed",
+                "problem": self.framing_problem(f"the timing of {command.get('shape', '')}"),
+                "diagnostics": timer.diagnostics(),
+            }
+        )
 
     def _after_iteration(self) -> str | None:
         """The framing checks after every timed iteration: threads, the environment and (GPU) the
         persisting L2, which the next iteration's preparation would otherwise reset unseen (class 11)."""
-        problem = self.activity.problems(native=False, children=False) or self.environment.problem("a timed call")
+        problem = self.activity.problems(native=False, children=False) or self.environment.problem(
+            "a timed call"
+        )
         if problem is None and self.cold is not None:
             problem = self.cold.persisting_in_use()
         return problem

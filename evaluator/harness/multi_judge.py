@@ -158,11 +158,20 @@ class MultiJudge:
 
     def _configs(self) -> list[dict[str, Any]]:
         store = self.scratch / f"group-{secrets.token_hex(8)}"
-        return [{
-            "type": "config", "problem": self.problem.name, "file": str(Path(self.request.file).resolve()),
-            "device": self.device, "mode": self.request.mode, "shapes": [shape.shape_id for shape in self.shapes],
-            "world_size": self.world_size, "rank": rank, "store": str(store),
-        } for rank in range(self.world_size)]
+        return [
+            {
+                "type": "config",
+                "problem": self.problem.name,
+                "file": str(Path(self.request.file).resolve()),
+                "device": self.device,
+                "mode": self.request.mode,
+                "shapes": [shape.shape_id for shape in self.shapes],
+                "world_size": self.world_size,
+                "rank": rank,
+                "store": str(store),
+            }
+            for rank in range(self.world_size)
+        ]
 
     def _converse(self) -> None:
         self._prepare_device()
@@ -220,8 +229,13 @@ class MultiJudge:
             tensors: dict[str, list[Any]] = {"inputs": [], "outputs": [], "in": [], "out": []}
             for role, specs in (("in", self.problem.inputs), ("out", self.problem.outputs)):
                 for spec in specs:
-                    tensor, handle = self.arena.tensor(spec.name, spec.concrete_shape(axes),
-                                                       corr.torch_dtype(spec.dtype), group, self.rank_index(rank))
+                    tensor, handle = self.arena.tensor(
+                        spec.name,
+                        spec.concrete_shape(axes),
+                        corr.torch_dtype(spec.dtype),
+                        group,
+                        self.rank_index(rank),
+                    )
                     if role == "out":
                         corr.poison_(tensor)
                     tensors["inputs" if role == "in" else "outputs"].append(tensor)
@@ -237,7 +251,7 @@ class MultiJudge:
         global_inputs = self.refmod.generate_inputs(axes, seed, self.judge_device(), distribution)
         for rank, rank_buffers in enumerate(buffers):
             mine = self.refmod.rank_inputs(global_inputs, axes, rank)
-            for spec, shared in zip(self.problem.inputs, rank_buffers.inputs):
+            for spec, shared in zip(self.problem.inputs, rank_buffers.inputs, strict=True):
                 shared.copy_(mine[spec.name])
             for tensor in rank_buffers.outputs:
                 corr.poison_(tensor)
@@ -251,9 +265,13 @@ class MultiJudge:
         self.sync()
         for rank, rank_buffers in enumerate(buffers):
             mine = self.refmod.rank_inputs(global_inputs, axes, rank)
-            for spec, shared in zip(self.problem.inputs, rank_buffers.inputs):
+            for spec, shared in zip(self.problem.inputs, rank_buffers.inputs, strict=True):
                 if not torch.equal(shared, mine[spec.name].to(shared.device)):
-                    return Status.REJECTED, f"rank {rank}: the kernel modified its input {spec.name} (class 7)", {}
+                    return (
+                        Status.REJECTED,
+                        f"rank {rank}: the kernel modified its input {spec.name} (class 7)",
+                        {},
+                    )
         references = dict(self.refmod.reference(global_inputs, axes))
         try:
             errors: dict[str, Any] = {}
@@ -261,7 +279,11 @@ class MultiJudge:
                 rank_errors = self._compare_rank(axes, rank, rank_buffers, references)
                 errors.update({f"{name} (rank {rank})": stats for name, stats in rank_errors.items()})
                 if not corr.outputs_pass(rank_errors, self.problem):
-                    return Status.INCORRECT_NUMERICAL, f"rank {rank}: {work.describe_failure(rank_errors)}", errors
+                    return (
+                        Status.INCORRECT_NUMERICAL,
+                        f"rank {rank}: {work.describe_failure(rank_errors)}",
+                        errors,
+                    )
             return Status.PASSED, "", errors
         finally:
             corr.poison_and_release(references)
@@ -270,7 +292,7 @@ class MultiJudge:
                       references: dict[str, torch.Tensor]) -> dict[str, Any]:
         expected = self.refmod.rank_outputs(references, axes, rank)
         got = {spec.name: tensor.to(self.judge_device(), copy=True)
-               for spec, tensor in zip(self.problem.outputs, buffers.outputs)}
+               for spec, tensor in zip(self.problem.outputs, buffers.outputs, strict=True)}
         self.sync()
         try:
             return {name: corr.compare(name, got[name], expected[name], self.problem.tolerance_for(name))
@@ -390,9 +412,13 @@ class MultiJudge:
         result.timing = self._stats(iterations)
         result.baseline_timing = self.baselines[shape.shape_id]
         result.clock = judge_clock(iterations.checked_wait_us, len(iterations.samples_us), iterations.checks)
-        result.checks.append(timed_calls_check(
-            f"{iterations.checks} timed iterations checked by the judge (every rank)", self.problem.distributions[0],
-            f"of {len(iterations.samples_us)} iterations"))
+        result.checks.append(
+            timed_calls_check(
+                f"{iterations.checks} timed iterations checked by the judge (every rank)",
+                self.problem.distributions[0],
+                f"of {len(iterations.samples_us)} iterations",
+            )
+        )
 
     def _stats(self, iterations: Iterations) -> dict[str, Any]:
         summary = summarize(iterations.samples_us)
@@ -407,7 +433,9 @@ class MultiJudge:
     def _iterate(self, shape: Shape, impl: str, budget_s: float) -> Iterations:
         """Time ``impl`` on one shape: every iteration started on every rank at once by the judge."""
         axes, group = self.axes(shape), f"{impl}:{shape.shape_id}"
-        per_rank = work.ShapeContext(self.problem, self.refmod, axes, shape.shape_id, self.device, None, self.sync)
+        per_rank = work.ShapeContext(
+            self.problem, self.refmod, axes, shape.shape_id, self.device, None, self.sync
+        )
         count = work.set_count(per_rank, int(self.config["set_cap_bytes"]))  # one rank's tensors per set
         sets = [self.shared_set(shape, group) for _ in range(count)]
         for rank in range(self.world_size):
@@ -452,7 +480,9 @@ class MultiJudge:
             # A random 1 in CHECK_ONE_IN of the kernel's iterations is checked after it ran, and
             # iterations go on, each checked, until at least MIN_CHECKS were.
             checking = impl == "kernel"
-            if checking and (secrets.randbelow(CHECK_ONE_IN) == 0 or (ready and iterations.checks < MIN_CHECKS)):
+            if checking and (
+                secrets.randbelow(CHECK_ONE_IN) == 0 or (ready and iterations.checks < MIN_CHECKS)
+            ):
                 self._check(axes, buffers, global_inputs, iterations)
                 if iterations.failure is not None:
                     return
@@ -485,8 +515,13 @@ class MultiJudge:
         if iterations.judge_wait_us:
             iterations.checked_wait_us.append(iterations.judge_wait_us[-1])
         if status != Status.PASSED:
-            iterations.failure = (Status.REJECTED, (f"timed iteration {len(iterations.samples_us)} wrote a wrong output "
-                                               f"(caching, replay or less work when timed; classes 5 and 9): {message}"))
+            iterations.failure = (
+                Status.REJECTED,
+                (
+                    f"timed iteration {len(iterations.samples_us)} wrote a wrong output "
+                    f"(caching, replay or less work when timed; classes 5 and 9): {message}"
+                ),
+            )
 
     @staticmethod
     def _done(iterations: Iterations, elapsed_s: float, budget_s: float) -> bool:
@@ -524,8 +559,10 @@ class MultiJudge:
                                  f"{self.ranks.close()[-4000:]}")
         stage = self.ranks.stage
         where = f", shape {stage.shape}" if stage.shape else ""
-        self._ended_by(Status.RUNTIME_ERROR, f"{failure.message} during stage {stage.name}{where}; every rank's "
-                                        "process group was killed")
+        self._ended_by(
+            Status.RUNTIME_ERROR,
+            f"{failure.message} during stage {stage.name}{where}; every rank's process group was killed",
+        )
 
     def _ended_by(self, status: Status, message: str) -> None:
         """A rank ended the job during the current stage: the shape being judged gets ``status`` and
@@ -537,7 +574,9 @@ class MultiJudge:
             result = reported.get(shape.shape_id)
             current = shape.shape_id == stage.shape
             if result is None:
-                self.outcome.shapes.append(ShapeResult.of(shape, status, message if current else f"not run: {message}"))
+                self.outcome.shapes.append(
+                    ShapeResult.of(shape, status, message if current else f"not run: {message}")
+                )
             elif stage.name == Stage.RANKED and result.status == Status.PASSED and result.timing is None:
                 result.ends(status, message if current else f"not timed: {message}")
 
@@ -551,7 +590,12 @@ def drop_late(iterations: Iterations) -> bool:
 def _claim(rank: int, answer: dict[str, Any]) -> float:
     """A rank's time for one iteration: a finite, non-negative number of microseconds."""
     value = answer.get("us")
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+    if (
+        not isinstance(value, (int, float))
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or value < 0
+    ):
         raise RankProtocolViolation(rank, f"rank {rank} claimed an iteration time of {value!r}")
     return float(value)
 
@@ -571,8 +615,10 @@ def judge_multi(request: EvaluationRequest, problem: Problem, shape_ids: list[st
             for result in timed:
                 result.witness = judge_wall_witness(result)
         elif timed:
-            outcome.notes.append("no timing witness for multi-GPU problems yet (Nsight Compute on every rank is "
-                                 "not implemented): the result is provisional, never ranked")
+            outcome.notes.append(
+                "no timing witness for multi-GPU problems yet (Nsight Compute on every rank is "
+                "not implemented): the result is provisional, never ranked"
+            )
     return outcome
 
 

@@ -118,11 +118,17 @@ class GpuIterationTimer:
     def diagnostics(self) -> dict[str, float]:
         """The gate and the host's launch time of the call (a rank's own figures: shown, never trusted)."""
         launches = self.timed_launch_us or self.host_launch_us
-        return {"gate_us": self.gate_us, "host_launch_us": statistics.median(launches) if launches else 0.0,
-                "host_launch_max_us": max(launches) if launches else 0.0, "late_iterations": float(self.late_iterations)}
+        return {
+            "gate_us": self.gate_us,
+            "host_launch_us": statistics.median(launches) if launches else 0.0,
+            "host_launch_max_us": max(launches) if launches else 0.0,
+            "late_iterations": float(self.late_iterations),
+        }
 
 
-def iteration_timer(ctx: RankContext, cold: Any, min_gate_us: float | None = None) -> CpuIterationTimer | GpuIterationTimer:
+def iteration_timer(
+    ctx: RankContext, cold: Any, min_gate_us: float | None = None
+) -> CpuIterationTimer | GpuIterationTimer:
     """``min_gate_us``: the baseline's gate on the same shape (a kernel's gate is never shorter, as
     on one GPU: a submission cannot shorten the wait that keeps host launch time out of its span)."""
     return GpuIterationTimer(ctx, cold, min_gate_us) if ctx.device.type == "cuda" else CpuIterationTimer(ctx)

@@ -102,8 +102,15 @@ class ShapeResult:
 def trial_check(label: str, distribution: str, public: int | None, status: Status, message: str,
                 errors: dict[str, Any]) -> CorrectnessCheck:
     """One correctness trial as the report lists it (``public``: the seed shown, None when secret)."""
-    return CorrectnessCheck(trial=label, distribution=distribution, seed=public, passed=status == Status.PASSED,
-                            status=status, message=message, errors=errors)
+    return CorrectnessCheck(
+        trial=label,
+        distribution=distribution,
+        seed=public,
+        passed=status == Status.PASSED,
+        status=status,
+        message=message,
+        errors=errors,
+    )
 
 
 def timed_calls_check(checked: str, distribution: str, calls: str) -> CorrectnessCheck:

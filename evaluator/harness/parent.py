@@ -9,6 +9,7 @@ passes, whatever the judge's main thread is doing at that moment.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -95,14 +96,10 @@ def read_log(descriptor: int, cap: int) -> str:
 
 
 def kill_group(process: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 @dataclass
@@ -185,10 +182,8 @@ class ChildProcess:
                 return
 
     def send(self, message: dict[str, Any]) -> None:
-        try:
+        with contextlib.suppress(BrokenPipeError, OSError):  # the child died; the next read says so
             channel.write_all(self.to_child, channel.encode(message))
-        except (BrokenPipeError, OSError):
-            pass  # the child died; the next read says so
 
     def receive(self, *expected: str) -> dict[str, Any]:
         """The next message, which must be one of ``expected``; timeouts and deaths raise."""
@@ -227,10 +222,8 @@ class ChildProcess:
         self._stopped.set()
         kill_group(self.process)
         for descriptor in (self.to_child, self.from_child):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(descriptor)
-            except OSError:
-                pass
         self._log = read_log(self.log_fd, self.log_cap)
         os.close(self.log_fd)
         return self._log

@@ -10,6 +10,7 @@ Linux only; on a host without ``/proc`` the functions see no process and kill no
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -119,10 +120,8 @@ def sweep(root: int, keep: Collection[int], keep_trees: Collection[int] = (),
             break
         for pid in targets:
             killed.append(f"{pid} {_program(pid)}")
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         _reap(targets, parents)
     return killed
 

@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass
 
 from evaluator.harness import identity
-from evaluator.ptx.evidence import parse_opcode_instances
+from evaluator.ptx.feature_evidence import parse_opcode_instances
 from evaluator.report import KernelProfile, WarpStall
 
 SECTIONS = (
@@ -85,7 +85,7 @@ def parse_raw_csv(text: str) -> list[KernelProfile]:
     for values in rows[header_index + 1:]:
         if len(values) != len(header) or values == header:
             continue
-        row = dict(zip(header, values))
+        row = dict(zip(header, values, strict=True))
         if _number(row.get("ID", "")) is None and "ID" in row:
             units = row
             continue

@@ -61,7 +61,7 @@ class RankGroup:
         return len(self.children)
 
     def spawn(self, start_limit_s: float, configs: list[dict[str, Any]]) -> None:
-        for child, config in zip(self.children, configs):
+        for child, config in zip(self.children, configs, strict=True):
             child.spawn(start_limit_s)
             child.send(config)
 
@@ -103,8 +103,11 @@ class RankGroup:
                 if message is None:
                     continue
                 if message["type"] not in expected:
-                    raise RankProtocolViolation(rank, f"rank {rank} sent an unexpected {message['type']!r} message "
-                                                      f"(expected {'/'.join(expected)})")
+                    raise RankProtocolViolation(
+                        rank,
+                        f"rank {rank} sent an unexpected {message['type']!r} message "
+                        f"(expected {'/'.join(expected)})",
+                    )
                 if message.get("error"):
                     raise RankRaised(rank, f"rank {rank}: {str(message['error'])[:4000]}")
                 answers[rank] = message
@@ -122,7 +125,9 @@ class RankGroup:
             if child.timed_out is not None:  # its watchdog killed it at the stage deadline
                 raise RankTimeout(rank, f"rank {rank} ran past the stage limit") from None
             if child.reader.buffer and not child.reader.closed:
-                raise RankProtocolViolation(rank, f"rank {rank} wrote garbage on its channel ({error})") from None
+                raise RankProtocolViolation(
+                    rank, f"rank {rank} wrote garbage on its channel ({error})"
+                ) from None
             raise RankDied(rank, f"rank {rank} died ({child.exit_description()})") from None
 
     def _wait(self, pending: list[int], deadline: float) -> None:

@@ -17,6 +17,7 @@ A buffer travels as a ``BufferHandle`` (plain JSON); ``view`` gives the typed te
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import secrets
@@ -174,10 +175,8 @@ class Arena:
                     rt.cudaSetDevice(index)
                     rt.cudaFree(pointer)
         for path in self._files.pop(group, []):
-            try:
+            with contextlib.suppress(OSError):
                 path.unlink()
-            except OSError:
-                pass
 
     def close(self) -> None:
         for group in list(self._pointers) + list(self._files):

@@ -96,7 +96,7 @@ def _load_foreign(path: Path, problem: Any) -> LoadedSubmission | None:
         kernel = solution_kernel(solution, problem)
     except ForeignError as error:
         raise SubmissionError(str(error)) from None
-    except Exception as error:  # noqa: BLE001 - the solution's own code fails to load
+    except Exception as error:  # the solution's own code fails to load
         raise SubmissionError(f"import failed: {short_traceback(error)}") from None
     return LoadedSubmission("python", lambda axes: kernel)
 
@@ -114,7 +114,7 @@ def load_native(
         raise SubmissionError(f"language {language} not available on this runner")
     try:
         native = load_native_kernel(language, source, launch_spec, problem, device)
-    except Exception as error:  # noqa: BLE001 - the loader's errors carry the user-facing message
+    except Exception as error:  # the loader's errors carry the user-facing message
         message = getattr(error, "message", None) or short_traceback(error)
         raise SubmissionError(f"{language} submission does not build: {message}") from None
     evidence = getattr(native, "evidence", None)

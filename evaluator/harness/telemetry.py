@@ -39,21 +39,21 @@ class Nvml:
             pynvml.nvmlInit()
             self.nvml = pynvml
             self.handle = self._handle(uuid, index)
-        except Exception:  # noqa: BLE001 - no NVML: telemetry stays empty
+        except Exception:  # no NVML: telemetry stays empty
             self.handle = None
 
     def _handle(self, uuid: str | None, index: int) -> Any:
         if uuid:
             try:
                 return self.nvml.nvmlDeviceGetHandleByUUID(uuid)
-            except Exception:  # noqa: BLE001, S110 - fall back to the index
+            except Exception:  # fall back to the index
                 pass
         return self.nvml.nvmlDeviceGetHandleByIndex(index)
 
     def _read(self, fn: str, *args: Any) -> Any:
         try:
             return getattr(self.nvml, fn)(self.handle, *args)
-        except Exception:  # noqa: BLE001
+        except Exception:
             return None
 
     def _reasons(self) -> int | None:

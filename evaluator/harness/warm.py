@@ -95,7 +95,10 @@ class WarmStart:
         return witness
 
     def facts(self) -> dict[str, Any]:
-        return {"idle_seconds": round(time.monotonic() - self.ready_monotonic, 3), "start_up": dict(self.start_up)}
+        return {
+            "idle_seconds": round(time.monotonic() - self.ready_monotonic, 3),
+            "start_up": dict(self.start_up),
+        }
 
     def close(self) -> None:
         """Kill what is left (after a job, the judge already closed its child) and remove the scratch."""
@@ -122,7 +125,7 @@ def stage(device: str, start_limit_s: float) -> WarmStart:
         warm.start_up["judge.imports"] = round(_import_judge(device), 3)
         claims = child.receive("staged").get("start_up_seconds") or {}
         _connect_witness(warm, max(1.0, start_limit_s - (time.monotonic() - began)))
-    except Exception as error:  # noqa: BLE001 - whatever failed, it is not staged
+    except Exception as error:  # whatever failed, it is not staged
         raise _failed(warm, "staging", error) from None
     child.enter("spare", math.inf)  # waiting for the device is no stage: no deadline until then
     warm.record_child(claims)
@@ -143,7 +146,7 @@ def warm_device(warm: WarmStart, start_limit_s: float) -> None:
         claims = warm.child.receive("warmed").get("start_up_seconds") or {}
         if asked:
             _await_witness(warm, max(1.0, start_limit_s - (time.monotonic() - began)))
-    except Exception as error:  # noqa: BLE001 - whatever failed (the child, CUDA), it is not ready
+    except Exception as error:  # whatever failed (the child, CUDA), it is not ready
         raise _failed(warm, "warming up its device", error) from None
     warm.child.enter("spare", math.inf)  # waiting for a job is no stage: no deadline until one comes
     warm.record_child(claims)

@@ -15,20 +15,21 @@ result is confirmed only when a witness agrees with it (docs/security.md, "Timin
   process is untrusted: ncu ignores its profiler start/stop calls, only a process ncu started may
   connect, and the job's other processes are killed around the session (``process_tree``;
   docs/security.md has the table).
-- CPU development device: the **judge's clock**: the 10th percentile of the time the judge waited for a timed call
-  of the child (from handing it fresh inputs to the child's word that the call is over, less the judge's own wake-up
-  delay), over the calls the judge checked, which the child can lengthen but never shorten.
+- CPU development device: the **judge's clock**: the 10th percentile of the time the judge waited for a timed
+  call of the child (from handing it fresh inputs to the child's word that the call is over, less the judge's
+  own wake-up delay), over the calls the judge checked, which the child can lengthen but never shorten.
 
-A reported median below ``witness * (1 - REL) - (ABS_US + PER_KERNEL_US * kernels)`` is
-REJECTED "timing not confirmed". On the GPU the judge's clock also bounds hidden host work: a
-call that kept the judge waiting longer than its gate plus its reported median plus
-``HOST_SLACK_US + HOST_SLACK_REL * median`` did work the kernel timestamps do not show (class 14).
-Without ncu a result stays unwitnessed: shown, provisional, never ranked. The tolerances are set from the H200 measurements docs/security.md
-gives (recorded in benchmarks/results/witness.md).
+A reported median below ``witness * (1 - REL) - (ABS_US + PER_KERNEL_US * kernels)`` is REJECTED "timing not
+confirmed". On the GPU the judge's clock also bounds hidden host work: a call that kept the judge waiting
+longer than its gate plus its reported median plus ``HOST_SLACK_US + HOST_SLACK_REL * median`` did work the
+kernel timestamps do not show (class 14). Without ncu a result stays unwitnessed: shown, provisional, never
+ranked. The tolerances are set from the H200 measurements docs/security.md gives (recorded in
+benchmarks/results/witness.md).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import secrets
@@ -87,16 +88,16 @@ WITNESS_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "WarpStateStats"
 REL = 0.10
 ABS_US = 2.0
 PER_KERNEL_US = 1.5
-#: The judge's clock beyond gate + median that a GPU call may take (harness checks, pipe, sync,
-#: poisoning the outputs and flushing L2 before the gate, the gate's spin at a clock below the top
-#: one): 2000 us plus 75% of the median. On the H200, with the clock ended at ``done``, honest calls
-#: used 350-1215 us, once 1947 us on a 9.1 ms call; over 145 honest shapes of 22 jobs up to 1462 us
-#: on a 341 us call (fp8_blockscaled_gemm m16_n24576_k1536), 1179 us on a 74 us one, and 3677 us on
-#: a 5.4 ms call (fp8_blockscaled_gemm m4096_n36864_k7168, its example: 2.9 GB of temporaries per
-#: call), 1816 us on a 2.2 ms one (w4a16_gemm's baseline): the old 1500 us + 10% rejected 2 of 22
-#: honest jobs (docs/security.md, host work). The relative part costs little: work moved to the host runs 50-100x slower than on
-#: the GPU (16 cores against 132 SMs; copies at PCIe speed against HBM), so hiding host work worth
-#: 75% of a median moves about 1% of the work off the witness's sight (docs/security.md).
+#: The judge's clock beyond gate + median that a GPU call may take (harness checks, pipe, sync, poisoning the
+#: outputs and flushing L2 before the gate, the gate's spin at a clock below the top one): 2000 us plus 75% of
+#: the median. On the H200, with the clock ended at ``done``, honest calls used 350-1215 us, once 1947 us on a
+#: 9.1 ms call; over 145 honest shapes of 22 jobs up to 1462 us on a 341 us call (fp8_blockscaled_gemm
+#: m16_n24576_k1536), 1179 us on a 74 us one, and 3677 us on a 5.4 ms call (fp8_blockscaled_gemm
+#: m4096_n36864_k7168, its example: 2.9 GB of temporaries per call), 1816 us on a 2.2 ms one (w4a16_gemm's
+#: baseline): the old 1500 us + 10% rejected 2 of 22 honest jobs (docs/security.md, host work). The relative
+#: part costs little: work moved to the host runs 50-100x slower than on the GPU (16 cores against 132 SMs;
+#: copies at PCIe speed against HBM), so hiding host work worth 75% of a median moves about 1% of the work off
+#: the witness's sight (docs/security.md).
 HOST_SLACK_US = 2000.0
 HOST_SLACK_REL = 0.75
 #: Tolerance of the CPU witness (the judge's clock includes the child's Python loop and the pipe).
@@ -136,12 +137,19 @@ def judge_wall_witness(result: ShapeResult, baseline: BaselineClock | None = Non
     confirmed = float(timing["median_us"]) >= floor
     # The baseline's clock, from the same child before the import, lets the ranked time be the
     # judge's own figure, the kernel's and the baseline's alike (scoring.ranked_cpu_us).
-    return Witness(source="judge_wall", median_us=round_trip, n=int(clock.calls or 0), judge_round_trip_us=round_trip,
-                   floor_us=floor, confirmed=confirmed,
-                   message="" if confirmed else _not_confirmed(timing["median_us"], floor, "the judge's clock",
-                                                               round_trip),
-                   overhead_us=baseline.overhead_us if baseline else None,
-                   baseline_us=baseline.round_trip_low_us if baseline else None)
+    return Witness(
+        source="judge_wall",
+        median_us=round_trip,
+        n=int(clock.calls or 0),
+        judge_round_trip_us=round_trip,
+        floor_us=floor,
+        confirmed=confirmed,
+        message=""
+        if confirmed
+        else _not_confirmed(timing["median_us"], floor, "the judge's clock", round_trip),
+        overhead_us=baseline.overhead_us if baseline else None,
+        baseline_us=baseline.round_trip_low_us if baseline else None,
+    )
 
 
 def set_aside_unconfirmed_timing(result: ShapeResult) -> str:
@@ -183,9 +191,18 @@ def gpu_witness(result: ShapeResult, times: list[float], kernels: int,
             message = (f"timing not confirmed: each timed call kept the judge waiting {round_trip:.0f} us, "
                        f"{hidden:.0f} us more than its gate and reported median: work the kernel "
                        "timestamps do not show (host work or copies, class 14)")
-    return Witness(source="ncu", median_us=median, n=len(times), calls_us=[float(t) for t in times],
-                   kernels_per_call=kernels, warmup_calls=warmup, judge_round_trip_us=round_trip, floor_us=floor,
-                   confirmed=confirmed, message=message)
+    return Witness(
+        source="ncu",
+        median_us=median,
+        n=len(times),
+        calls_us=[float(t) for t in times],
+        kernels_per_call=kernels,
+        warmup_calls=warmup,
+        judge_round_trip_us=round_trip,
+        floor_us=floor,
+        confirmed=confirmed,
+        message=message,
+    )
 
 
 def claimed_gate_us(timing: dict[str, Any]) -> float:
@@ -255,7 +272,9 @@ def parse_ncu_output(text: str) -> list[Any]:
     stray = [line for line in lines[:start] if line.strip() and not line.startswith(NCU_MESSAGE_PREFIXES)]
     stray += [line for line in lines[start + 1:] if line.strip() and not line.startswith('"')]
     if stray:
-        raise ValueError(f"ncu's output holds a line ncu does not print ({stray[0][:80]!r}): output tampered with")
+        raise ValueError(
+            f"ncu's output holds a line ncu does not print ({stray[0][:80]!r}): output tampered with"
+        )
     rows = parse_raw_csv("\n".join(lines[start:]))
     ids = [row.launch_id if row.launch_id is not None else -1 for row in rows]
     if ids != list(range(len(ids))):
@@ -304,9 +323,16 @@ class NcuSession:
         self.listener.bind("\0" + self.name)
         self.listener.listen(1)
         self.listener.settimeout(1.0)
-        self.process = subprocess.Popen(self.command(), cwd=self.scratch, env=child_env(self.scratch),
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        start_new_session=True, **identity.untrusted_process())
+        self.process = subprocess.Popen(
+            self.command(),
+            cwd=self.scratch,
+            env=child_env(self.scratch),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            **identity.untrusted_process(),
+        )
         self.drain = threading.Thread(target=self._drain, name="solboard-ncu-output", daemon=True)
         self.drain.start()
 
@@ -331,7 +357,9 @@ class NcuSession:
                 continue
             self.connection, self.witness_pid = connection, pid
             return self.connection
-        raise OSError(f"the witness process never connected: {bytes(self.output[-600:]).decode(errors='replace')}")
+        raise OSError(
+            f"the witness process never connected: {bytes(self.output[-600:]).decode(errors='replace')}"
+        )
 
     def prepare(self, limit_s: float) -> float:
         """A warm spare's session, connected: the witness process makes its CUDA context now (the
@@ -354,7 +382,9 @@ class NcuSession:
         try:
             answer = channel.FrameReader(self.connection.fileno()).next(time.monotonic() + limit_s)
         except (channel.ChannelTimeout, channel.ChannelError) as error:
-            raise OSError(f"the witness process did not prepare its device ({type(error).__name__})") from None
+            raise OSError(
+                f"the witness process did not prepare its device ({type(error).__name__})"
+            ) from None
         if answer.get("type") != "prepared":
             raise OSError(f"the witness process answered {answer.get('type')!r} to prepare")
         return time.monotonic() - began
@@ -391,15 +421,11 @@ class NcuSession:
         finished: str | None = getattr(self, "_finished", None)
         if finished is not None:
             return finished
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=wait_s)
-        except subprocess.TimeoutExpired:
-            pass
         self.returncode = self.process.poll()
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         self.process.wait()
         # Whatever still holds ncu's output pipe (a daemon the witness process left) dies before EOF.
         process_tree.sweep(os.getpid(), keep=set())

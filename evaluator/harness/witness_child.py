@@ -11,6 +11,7 @@ every call's outputs itself (``witness``). Nothing this process says is trusted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
 import sys
@@ -94,7 +95,7 @@ class WitnessChild:
         inputs, outputs = self.mapped.open_all(command["inputs"]), self.mapped.open_all(command["outputs"])
         try:
             kernel = work.kernel_for_shape(self.submission, self.problem, self.config["language"], axes)
-        except Exception as error:  # noqa: BLE001 - reported, the judge decides
+        except Exception as error:  # reported, the judge decides
             self.send({"type": "bound", "error": str(error)})
             return
         self.kernel, self.bound = kernel, (inputs, outputs)
@@ -108,7 +109,7 @@ class WitnessChild:
             self.kernel(*inputs, *outputs)
             marker()
             torch.cuda.synchronize()
-        except Exception as error:  # noqa: BLE001 - reported, the judge decides
+        except Exception as error:  # reported, the judge decides
             self.send({"type": "called", "error": f"{type(error).__name__}: {error}"})
             return
         self.send({"type": "called"})
@@ -123,10 +124,8 @@ def _import_before_connecting() -> None:
     """CUDA IPC's module, imported before the process connects: a warm spare accepts the
     connection while another job may run on the GPU, and asks for the device only afterwards
     (``prepare``); importing it makes no CUDA call."""
-    try:
+    with contextlib.suppress(ImportError):  # the device's preparation reports it
         import cuda.bindings.runtime  # noqa: F401
-    except ImportError:
-        pass  # the device's preparation reports it
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -143,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
         WitnessChild(connection.fileno()).run()
     except channel.ChannelError:
         code = 0
-    except BaseException:  # noqa: BLE001 - logged for the judge
+    except BaseException:  # logged for the judge
         traceback.print_exc()
         code = 70
     sys.stdout.flush()

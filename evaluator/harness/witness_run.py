@@ -81,7 +81,9 @@ class Peer:
             message = self.reader.next(self.deadline)
         except (channel.ChannelTimeout, channel.ChannelError) as error:
             self.broken = True
-            raise WitnessFailed(f"the witness process stopped answering ({type(error).__name__}: {error})") from None
+            raise WitnessFailed(
+                f"the witness process stopped answering ({type(error).__name__}: {error})"
+            ) from None
         if message["type"] not in expected:
             self.broken = True
             raise WitnessFailed(f"the witness process sent {message['type']!r}")
@@ -185,8 +187,10 @@ def _witness(judge: Any, timed: Timed) -> list[str]:
     if crowded:
         return notes + [f"no timing witness: {crowded}; the result is provisional, never ranked"]
     if judge.witness_gpu_processes is not None:
-        notes.append(f"witness: at most {judge.witness_gpu_processes} processes held a CUDA context on the GPU "
-                     "during the witnessed calls")
+        notes.append(
+            f"witness: at most {judge.witness_gpu_processes} processes held a CUDA context on the GPU "
+            "during the witnessed calls"
+        )
     if session.impostors:
         notes.append(f"witness: refused {session.impostors} connection(s) from processes ncu did not start")
     if session.returncode != 0:
@@ -275,8 +279,11 @@ def _witness_shape(judge: Any, peer: Peer, shape: Shape, result: ShapeResult) ->
             _count_gpu_processes(judge)
             status, message, _ = judge.verify(ctx, inputs, outputs, private)
             if status != Status.PASSED:
-                result.ends(Status.REJECTED, f"a call under the witness (Nsight Compute) wrote a wrong output: the "
-                                             f"kernel behaves differently when profiled (class 9): {message}")
+                result.ends(
+                    Status.REJECTED,
+                    f"a call under the witness (Nsight Compute) wrote a wrong output: the "
+                    f"kernel behaves differently when profiled (class 9): {message}",
+                )
                 result.witness_rejected = True
     finally:
         if not peer.broken:
@@ -288,9 +295,9 @@ def _witness_shape(judge: Any, peer: Peer, shape: Shape, result: ShapeResult) ->
 
 def calls_for(made: int, spent_s: float) -> int:
     """How many witnessed calls the shape gets, given those made and the seconds they took: every
-    kernel ncu measures costs ~12 ms on the H200 (docs/security.md, "Witness cost"), so a third call is made only while two
-    took under ``THIRD_CALL_BELOW_S``; calls of hundreds of kernels get two (the witness is then
-    the lower, which drops a first call's one-off kernels as the median of three does)."""
+    kernel ncu measures costs ~12 ms on the H200 (docs/security.md, "Witness cost"), so a third call is made
+    only while two took under ``THIRD_CALL_BELOW_S``; calls of hundreds of kernels get two (the witness is
+    then the lower, which drops a first call's one-off kernels as the median of three does)."""
     if made < MIN_WITNESS_CALLS or spent_s < THIRD_CALL_BELOW_S:
         return WITNESS_CALLS
     return made
@@ -309,9 +316,11 @@ def other_gpu_processes(count: int | None) -> str | None:
     (something else on the runner could hold the GPU): the result stays provisional."""
     if count is None or count <= WITNESS_GPU_PROCESSES:
         return None
-    return (f"{count} processes held a CUDA context on the GPU during the witnessed calls, where only the judge "
-            f"and the witness process should ({WITNESS_GPU_PROCESSES}): another process may have done the work "
-            "out of the witness's sight")
+    return (
+        f"{count} processes held a CUDA context on the GPU during the witnessed calls, where only the judge "
+        f"and the witness process should ({WITNESS_GPU_PROCESSES}): another process may have done the work "
+        "out of the witness's sight"
+    )
 
 
 def _count_gpu_processes(judge: Any) -> None:

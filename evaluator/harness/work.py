@@ -40,7 +40,9 @@ def with_scalar_args(fn: Callable[..., Any], problem: Any, axes: dict[str, int])
     return functools.partial(fn, **kwargs) if kwargs else fn
 
 
-def kernel_for_shape(submission: Any, problem: Any, language: str, axes: dict[str, int]) -> Callable[..., Any]:
+def kernel_for_shape(
+    submission: Any, problem: Any, language: str, axes: dict[str, int]
+) -> Callable[..., Any]:
     """The submission's callable for one shape (a native kernel is built per shape; a Python one
     gets the problem's scalar arguments bound)."""
     kernel = submission.kernel_for(axes)
@@ -66,15 +68,22 @@ def compare_outputs(
         scales = error_scales(ctx.problem, ctx.refmod, inputs, ctx.axes)
     try:
         return {
-            name: corr.compare(name, outputs[name], references[name], ctx.problem.tolerance_for(name, ctx.axes),
-                               scales.get(name))
+            name: corr.compare(
+                name,
+                outputs[name],
+                references[name],
+                ctx.problem.tolerance_for(name, ctx.axes),
+                scales.get(name),
+            )
             for name in outputs
         }
     finally:
         corr.poison_and_release(references)
 
 
-def error_scales(problem: Any, refmod: Any, inputs: dict[str, torch.Tensor], axes: Any) -> dict[str, torch.Tensor]:
+def error_scales(
+    problem: Any, refmod: Any, inputs: dict[str, torch.Tensor], axes: Any
+) -> dict[str, torch.Tensor]:
     """The reference module's error scales, for the outputs whose atol is relative to the inputs."""
     if not any(problem.tolerance_for(spec.name).atol_scale == "inputs" for spec in problem.outputs):
         return {}

@@ -111,7 +111,9 @@ class OutputTolerance:
         """
         if self.atol_scale == "inputs":
             if scale is None:
-                raise ValueError("atol_scale 'inputs' needs the scale from the reference module's error_scale")
+                raise ValueError(
+                    "atol_scale 'inputs' needs the scale from the reference module's error_scale"
+                )
             atol = self.atol * scale
         elif self.atol_scale == "rms":
             atol = self.atol * reference.square().mean().sqrt()
@@ -257,8 +259,10 @@ class Problem:
         if own is None:
             return tolerance
         return OutputTolerance(
-            atol=float(own.get("atol", tolerance.atol)), rtol=float(own.get("rtol", tolerance.rtol)),
-            matched_ratio=float(own.get("matched_ratio", tolerance.matched_ratio)), atol_scale=tolerance.atol_scale,
+            atol=float(own.get("atol", tolerance.atol)),
+            rtol=float(own.get("rtol", tolerance.rtol)),
+            matched_ratio=float(own.get("matched_ratio", tolerance.matched_ratio)),
+            atol_scale=tolerance.atol_scale,
         )
 
     def _shape_tolerance(self, axes: dict[str, int]) -> dict[str, float] | None:
@@ -358,7 +362,9 @@ def _shape_tolerance(raw: Any, where: str) -> dict[str, float] | None:
     if raw is None:
         return None
     if not isinstance(raw, dict) or not set(raw) <= {"atol", "rtol", "matched_ratio"}:
-        raise CatalogueError(f"{where}: a shape's tolerance is a table of atol, rtol and matched_ratio, not {raw!r}")
+        raise CatalogueError(
+            f"{where}: a shape's tolerance is a table of atol, rtol and matched_ratio, not {raw!r}"
+        )
     return {key: float(value) for key, value in raw.items()}
 
 
@@ -447,7 +453,9 @@ def _world(meta: dict[str, Any], where: str) -> tuple[Literal["single", "multi"]
     world_size = int(meta.get("world_size", 2))
     world_sizes = tuple(sorted({int(size) for size in meta.get("world_sizes", [world_size])}))
     if world_size not in world_sizes or min(world_sizes) < 2:
-        raise CatalogueError(f"{where}: world_sizes {list(world_sizes)} must be >= 2 and hold world_size {world_size}")
+        raise CatalogueError(
+            f"{where}: world_sizes {list(world_sizes)} must be >= 2 and hold world_size {world_size}"
+        )
     return "multi", world_size, world_sizes
 
 
@@ -465,7 +473,9 @@ def _check_multi(problem: Problem, where: str) -> None:
                 try:
                     spec.concrete_shape(axes)
                 except CatalogueError as error:
-                    raise CatalogueError(f"{where}: shape {shape.shape_id} at world size {size}: {error}") from None
+                    raise CatalogueError(
+                        f"{where}: shape {shape.shape_id} at world size {size}: {error}"
+                    ) from None
 
 
 def _scalar_args(names: list[str], axes: tuple[str, ...], where: str) -> tuple[str, ...]:
@@ -531,7 +541,9 @@ def load_catalogue() -> dict[str, Problem]:
     catalogue = {folder.name: load_problem(folder) for folder in folders}
     for folder in sorted(p.parent for p in imported_dir().glob("*/problem.toml")):
         if folder.name in catalogue:
-            raise CatalogueError(f"{folder}: imported problem {folder.name!r} has the name of another problem")
+            raise CatalogueError(
+                f"{folder}: imported problem {folder.name!r} has the name of another problem"
+            )
         catalogue[folder.name] = load_problem(folder)
     return catalogue
 

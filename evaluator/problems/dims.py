@@ -27,7 +27,7 @@ MAX_EXPONENT = 64
 
 def _compare(node: ast.Compare, walk: Callable[[ast.AST], Any]) -> bool:
     left = walk(node.left)
-    for op, right_node in zip(node.ops, node.comparators):
+    for op, right_node in zip(node.ops, node.comparators, strict=True):
         if type(op) not in _COMPARE:
             raise ValueError("unsupported comparison")
         right = walk(right_node)
@@ -51,7 +51,11 @@ def evaluate(expression: str, names: Mapping[str, int | float]) -> Any:
     def walk(node: ast.AST) -> Any:
         if isinstance(node, ast.Expression):
             return walk(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, (int, float))
+            and not isinstance(node.value, bool)
+        ):
             return node.value
         if isinstance(node, ast.Name):
             if node.id not in names:

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from evaluator.gpus import get_gpu_spec
+from evaluator.gpu_specs import get_gpu_spec
 from evaluator.harness.correctness import allocate_outputs
 from evaluator.harness.work import error_scales
 from evaluator.problems import Problem, Shape, get_problem, load_catalogue
@@ -68,7 +68,7 @@ def _independent_margins(problem: Problem, module: Any, inputs: dict[str, torch.
     independent float64 formulation, rounded to each output's dtype (docs/importing.md)."""
     try:
         wide = module.independent_reference(inputs, axes)
-    except Exception:  # noqa: BLE001 - a reference that refuses float64 inputs has no second formulation
+    except Exception:  # a reference that refuses float64 inputs has no second formulation
         return {}
     rounded = {spec.name: wide[spec.name].reshape(outputs[spec.name].shape).to(getattr(torch, spec.dtype))
                for spec in problem.outputs}
@@ -120,9 +120,13 @@ def check_shape(
         (kernel or module.baseline)(*args, **problem.call_kwargs(shape.axes))
         row: dict[str, Any] = {"problem": problem.name, "shape": shape.shape_id, "distribution": distribution}
         scales = error_scales(problem, module, inputs, shape.axes)
-        row["outputs"] = _margins(problem, outputs, module.reference(inputs, shape.axes), scales, dict(shape.axes))
+        row["outputs"] = _margins(
+            problem, outputs, module.reference(inputs, shape.axes), scales, dict(shape.axes)
+        )
         if hasattr(module, "independent_reference"):
-            row["independent"] = _independent_margins(problem, module, inputs, outputs, scales, dict(shape.axes))
+            row["independent"] = _independent_margins(
+                problem, module, inputs, outputs, scales, dict(shape.axes)
+            )
         if device == "cuda" and gpu and kernel is None and distribution == problem.distributions[0]:
             seconds = _time_baseline(problem, shape, args)
             bound = t_sol(problem.counts(shape.axes), get_gpu_spec(gpu))

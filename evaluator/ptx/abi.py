@@ -260,7 +260,9 @@ def _check_scalar(param: ParamSpec, abi: ProblemAbi, index: int) -> None:
     if param.kind == "f32":
         if param.constant not in abi.constants:
             known = ", ".join(abi.constants) or "none"
-            raise SpecError(f"params[{index}]: {abi.name} has no constant {param.constant!r} (constants: {known})")
+            raise SpecError(
+                f"params[{index}]: {abi.name} has no constant {param.constant!r} (constants: {known})"
+            )
         return
     if param.value_text in abi.axes and param.value_text not in abi.scalars:
         raise SpecError(

@@ -7,14 +7,14 @@ from dataclasses import dataclass
 
 from evaluator.ptx import abi as abi_mod
 from evaluator.ptx.archs import get_arch
-from evaluator.ptx.assemble import Diagnostic as ToolDiagnostic
-from evaluator.ptx.assemble import assemble
 from evaluator.ptx.errors import SpecError, ToolchainError
-from evaluator.ptx.evidence import build_evidence
+from evaluator.ptx.feature_evidence import build_evidence
 from evaluator.ptx.jailed import ToolLimits
 from evaluator.ptx.limits import check_shape, check_static
 from evaluator.ptx.models import ArchValidation, Diagnostic, KernelResources, Stage
 from evaluator.ptx.nvcc import compile_to_ptx
+from evaluator.ptx.ptxas import Diagnostic as ToolDiagnostic
+from evaluator.ptx.ptxas import assemble
 from evaluator.ptx.spec import LaunchSpec, extract_spec_text, parse_spec
 from evaluator.ptx.toolchain import find_tool
 

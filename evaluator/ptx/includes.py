@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluator.ptx.assemble import Diagnostic
+from evaluator.ptx.ptxas import Diagnostic
 from evaluator.ptx.toolkit import include_folders
 
 SOURCE_NAME = "submission.cu"
@@ -28,8 +28,13 @@ SOURCE_NAME = "submission.cu"
 PREPROCESSOR_FLAGS = ["-Xcompiler", "-H,-fno-diagnostics-show-caret"]
 _OPENED = re.compile(r"^\.+ (?P<path>.+)$")
 _GUARD_HINT = "Multiple include guards may be useful for:"
-_EDG = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\):\s*(?P<sev>error|warning|catastrophic error)[^:]*:\s*(?P<msg>.*)$")
-_GCC = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)?\s*(?P<sev>fatal error|error|warning):\s*(?P<msg>.*)$")
+_EDG = re.compile(
+    r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\):\s*"
+    r"(?P<sev>error|warning|catastrophic error)[^:]*:\s*(?P<msg>.*)$"
+)
+_GCC = re.compile(
+    r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)?\s*(?P<sev>fatal error|error|warning):\s*(?P<msg>.*)$"
+)
 _DRIVER = re.compile(r"^nvcc (?P<sev>error|fatal|warning)\s*:\s*(?P<msg>.*)$")
 
 

@@ -14,6 +14,7 @@ check (``includes.py``) is then what keeps host files out of the compile.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -77,7 +78,9 @@ class JailedResult:
         if signals & {signal.SIGXCPU, signal.SIGKILL} or _CPU_SIGNAL.search(self.stderr):
             return f"{tool} ran past its CPU time limit of {limits.cpu_seconds} s and was stopped"
         if signal.SIGXFSZ in signals or _FILE_SIGNAL.search(self.stderr):
-            return f"{tool} wrote a file larger than its limit of {limits.file_bytes >> 20} MiB and was stopped"
+            return (
+                f"{tool} wrote a file larger than its limit of {limits.file_bytes >> 20} MiB and was stopped"
+            )
         if self.returncode != 0 and _OUT_OF_MEMORY.search(self.stderr + self.stdout):
             return f"{tool} ran out of its memory limit of {limits.address_space_bytes >> 20} MiB"
         return None
@@ -153,7 +156,9 @@ def run_in_jail(executable: Path, args: list[str], folder: WorkFolder, limits: T
     argv = [sys.executable, "-I", "-S", str(TRAMPOLINE), json.dumps(config), "--", str(executable), *args]
     result = _run(argv, folder, _environment(folder, executable), limits.wall_seconds)
     if result.returncode == EXIT_JAIL_FAILED and "solboard-tooljail:" in result.stderr:
-        raise ToolchainError(f"the jail for {executable.name} could not be set up: {result.stderr.strip()[-500:]}")
+        raise ToolchainError(
+            f"the jail for {executable.name} could not be set up: {result.stderr.strip()[-500:]}"
+        )
     isolation = "namespaces" if use_namespaces else "rlimits"
     return JailedResult(result.returncode, result.stdout, result.stderr, result.timed_out, isolation)
 
@@ -179,14 +184,14 @@ def _run(argv: list[str], folder: WorkFolder, env: dict[str, str], wall_seconds:
         _kill_group(child.pid)
         out, err = child.communicate()
     _kill_group(child.pid)  # anything of the compile still alive in its group
-    return _Finished(child.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), timed_out)
+    return _Finished(
+        child.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), timed_out
+    )
 
 
 def _kill_group(pgid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 @cache

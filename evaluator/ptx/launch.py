@@ -40,7 +40,10 @@ def error_text(err: Any) -> str:
     """``CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered``."""
     _, name = cu.cuGetErrorName(err)
     _, text = cu.cuGetErrorString(err)
-    decode = lambda b: b.decode() if isinstance(b, bytes) else str(b)
+
+    def decode(b: Any) -> str:
+        return b.decode() if isinstance(b, bytes) else str(b)
+
     return f"{decode(name)}: {decode(text)}"
 
 

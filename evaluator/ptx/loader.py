@@ -87,7 +87,8 @@ class NativeKernel:
     def _check_tensors(self, tensors: tuple[Any, ...], shapes: list[tuple[int, ...]]) -> None:
         if len(tensors) != len(self._names):
             raise LaunchError(
-                f"{self.entry} takes {len(self._names)} tensors ({', '.join(self._names)}), got {len(tensors)}"
+                f"{self.entry} takes {len(self._names)} tensors ({', '.join(self._names)}), "
+                f"got {len(tensors)}"
             )
         for name, tensor, shape in zip(self._names, tensors, shapes, strict=True):
             _check_tensor(name, tensor, shape)

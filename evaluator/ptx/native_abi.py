@@ -106,7 +106,10 @@ def from_problem(problem: Any) -> NativeAbiInput:
     """The input of a catalogue ``evaluator.problems.Problem``."""
     ptx = dict(problem.ptx or {})
     required = ptx.pop("required_features", {})
-    tensor = lambda t: {"name": t.name, "shape": list(t.shape), "dtype": t.dtype}
+
+    def tensor(t: Any) -> dict[str, Any]:
+        return {"name": t.name, "shape": list(t.shape), "dtype": t.dtype}
+
     return NativeAbiInput(
         name=problem.name, kind=problem.kind, axes=list(problem.axes),
         inputs=[tensor(t) for t in problem.inputs], outputs=[tensor(t) for t in problem.outputs],
@@ -144,10 +147,19 @@ def _parameters(source: NativeAbiInput) -> list[NativeParam]:
         if allowed is not None and tensor["name"] not in allowed:
             continue
         const = "const " if role == "input" else ""
-        params.append(NativeParam(
-            position=len(params), kind="ptr", name=_c_name(tensor["name"]), tensor=tensor["name"], role=role,
-            dtype=tensor["dtype"], shape=list(tensor["shape"]), tensormap_allowed=tensor["name"] in tensormaps,
-            c_type=f"{const}{C_TYPES[tensor['dtype']]}* __restrict__"))
+        params.append(
+            NativeParam(
+                position=len(params),
+                kind="ptr",
+                name=_c_name(tensor["name"]),
+                tensor=tensor["name"],
+                role=role,
+                dtype=tensor["dtype"],
+                shape=list(tensor["shape"]),
+                tensormap_allowed=tensor["name"] in tensormaps,
+                c_type=f"{const}{C_TYPES[tensor['dtype']]}* __restrict__",
+            )
+        )
     taken = {p.name for p in params}
     for axis in source.ptx.get("scalars", source.axes):
         kind = "u32" if max((shape.get(axis, 0) for shape in source.shapes), default=0) <= _U32_MAX else "u64"
@@ -218,7 +230,9 @@ def _tensormap_note(source: NativeAbiInput) -> list[str]:
     maps = source.ptx.get("tensormaps", [])
     if not maps:
         return ["// No tensor of this problem may come as a TMA descriptor."]
-    return [f"// May come as TMA descriptors instead of pointers: {', '.join(maps)} (docs/ptx.md, section 2)."]
+    return [
+        f"// May come as TMA descriptors instead of pointers: {', '.join(maps)} (docs/ptx.md, section 2)."
+    ]
 
 
 def _header(source: NativeAbiInput, spec: str) -> list[str]:

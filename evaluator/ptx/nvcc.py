@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from evaluator.ptx.archs import get_arch
-from evaluator.ptx.assemble import Diagnostic
 from evaluator.ptx.errors import CompileError
 from evaluator.ptx.includes import (
     PREPROCESSOR_FLAGS,
@@ -25,6 +24,7 @@ from evaluator.ptx.includes import (
     split_opened_headers,
 )
 from evaluator.ptx.jailed import JailedResult, ToolLimits, WorkFolder, run_jailed
+from evaluator.ptx.ptxas import Diagnostic
 from evaluator.ptx.sourcetext import text_problem
 
 NVCC_FLAGS = ["-O3", "-std=c++17", "--expt-relaxed-constexpr", "-lineinfo"]
@@ -45,7 +45,9 @@ class CudaCompile:
         return self.ptx
 
 
-def compile_to_ptx(source: str, arch: str, timeout_s: float = 180.0, limits: ToolLimits | None = None) -> CudaCompile:
+def compile_to_ptx(
+    source: str, arch: str, timeout_s: float = 180.0, limits: ToolLimits | None = None
+) -> CudaCompile:
     """PTX text or the submission's diagnostics (line numbers of the .cu); never raises for bad C++."""
     limits = limits or ToolLimits(wall_seconds=timeout_s)
     problem = text_problem(source)
@@ -53,12 +55,22 @@ def compile_to_ptx(source: str, arch: str, timeout_s: float = 180.0, limits: Too
         return _refused(problem)
     with WorkFolder("solboard-nvcc-") as folder:
         (folder.work / SOURCE_NAME).write_bytes(source.encode("utf-8"))
-        args = ["-ptx", get_arch(arch).gencode, *NVCC_FLAGS, *PREPROCESSOR_FLAGS, "-o", "out.ptx", SOURCE_NAME]
+        args = [
+            "-ptx",
+            get_arch(arch).gencode,
+            *NVCC_FLAGS,
+            *PREPROCESSOR_FLAGS,
+            "-o",
+            "out.ptx",
+            SOURCE_NAME,
+        ]
         run = run_jailed("nvcc", args, folder, limits)
         preprocessed = split_opened_headers(run.stderr.replace(str(folder.work) + "/", ""))
         refusal = refused_include(preprocessed.opened, folder.work)
         ptx_path = folder.work / "out.ptx"
-        ptx = ptx_path.read_text() if run.returncode == 0 and not run.timed_out and ptx_path.exists() else None
+        ptx = (
+            ptx_path.read_text() if run.returncode == 0 and not run.timed_out and ptx_path.exists() else None
+        )
     if refusal is not None:  # first: a refused include withholds everything else the run said
         return _refused(refusal)
     return _outcome(run, ptx, scrub_log(preprocessed.log_lines), limits)

@@ -212,7 +212,9 @@ def _constant_param(raw: dict[str, Any], where: str) -> ParamSpec:
     an expression: the problem says which real numbers its kernels may be given."""
     name = raw.get("constant")
     if not isinstance(name, str) or not name.isidentifier():
-        raise SpecError(f'{where}: an f32 parameter needs constant = "<name>" (one of the problem\'s constants)')
+        raise SpecError(
+            f'{where}: an f32 parameter needs constant = "<name>" (one of the problem\'s constants)'
+        )
     return ParamSpec(kind="f32", value_text=name, constant=name)
 
 
@@ -237,7 +239,10 @@ def _tensormap_param(raw: dict[str, Any], tensor: str, where: str) -> ParamSpec:
 
 def spec_summary(spec: LaunchSpec) -> dict[str, Any]:
     """A JSON-able echo of the parsed spec (expressions as text)."""
-    text = lambda e: e if isinstance(e, int) else ast.unparse(e)
+
+    def text(e: Any) -> Any:
+        return e if isinstance(e, int) else ast.unparse(e)
+
     return {
         "entry": spec.entry,
         "grid": [text(e) for e in spec.grid],

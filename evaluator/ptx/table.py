@@ -13,7 +13,7 @@ from typing import Any
 
 from evaluator.ptx.abi import DEFAULT_ARCHS, problem_abi, tensormap_unfit
 from evaluator.ptx.archs import ARCHS
-from evaluator.ptx.evidence import FEATURES
+from evaluator.ptx.feature_evidence import FEATURES
 
 TABLE_KEYS = ("tensors", "scalars", "tensormaps", "archs", "constants", "required_features")
 NATIVE_LANGUAGES = ("ptx", "cuda")
@@ -27,7 +27,9 @@ def table_errors(problem: Any) -> list[str]:
         return [f"{problem.name} takes {', '.join(native)} but has no [ptx] table"] if native else []
     if problem.kind != "single":
         return [f"{problem.name} is a multi-GPU problem: native kernels are not offered for it"]
-    errors = [f"unknown key [ptx].{key} (known: {', '.join(TABLE_KEYS)})" for key in table if key not in TABLE_KEYS]
+    errors = [
+        f"unknown key [ptx].{key} (known: {', '.join(TABLE_KEYS)})" for key in table if key not in TABLE_KEYS
+    ]
     errors += _name_errors(problem, table)
     errors += _constant_errors(table.get("constants", {}))
     errors += _feature_errors(table.get("required_features", {}), table.get("archs", DEFAULT_ARCHS))
@@ -50,8 +52,11 @@ def _name_errors(problem: Any, table: dict[str, Any]) -> list[str]:
                for name in problem.scalar_args if name not in table.get("scalars", problem.axes)]
     errors += [f"[ptx].tensormaps names {name!r}, which [ptx].tensors does not allow"
                for name in table.get("tensormaps", []) if name not in allowed]
-    errors += [f"[ptx].archs names {arch!r}; known targets: {', '.join(ARCHS)}" for arch in table.get("archs", [])
-               if arch not in ARCHS]
+    errors += [
+        f"[ptx].archs names {arch!r}; known targets: {', '.join(ARCHS)}"
+        for arch in table.get("archs", [])
+        if arch not in ARCHS
+    ]
     return errors
 
 
@@ -104,7 +109,9 @@ def languages_markdown(problems: list[Any]) -> str:
             continue
         constants = ", ".join(f"{name} = {value:g}" for name, value in table.get("constants", {}).items())
         lines.append(
-            f"| `{problem.name}` | {', '.join(problem.languages)} | {', '.join(table.get('tensormaps', [])) or '-'} "
+            f"| `{problem.name}` | {', '.join(problem.languages)} "
+            f"| {', '.join(table.get('tensormaps', [])) or '-'} "
             f"| {constants or '-'} | {', '.join(required.get('sm_90a', [])) or '-'} "
-            f"| {', '.join(required.get('sm_100a', [])) or '-'} |")
+            f"| {', '.join(required.get('sm_100a', [])) or '-'} |"
+        )
     return "\n".join(lines)

@@ -53,7 +53,9 @@ def _check(result: int, what: str) -> None:
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     encoded = [None if value is None else value.encode() for value in (source, target, fstype, data)]
-    _check(_libc.mount(encoded[0], encoded[1], encoded[2], ctypes.c_ulong(flags), encoded[3]), f"mount {target}")
+    _check(
+        _libc.mount(encoded[0], encoded[1], encoded[2], ctypes.c_ulong(flags), encoded[3]), f"mount {target}"
+    )
 
 
 def _unshare(as_root: bool) -> None:

@@ -88,7 +88,12 @@ def host_compiler_include_folders() -> tuple[Path, ...]:
     if compiler is None:
         return ()
     done = subprocess.run(
-        [compiler, "-xc++", "-E", "-v", "-"], input="", check=False, capture_output=True, text=True, timeout=60
+        [compiler, "-xc++", "-E", "-v", "-"],
+        input="",
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     lines = done.stderr.splitlines()
     try:

@@ -26,9 +26,9 @@ def kernel(ctx, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor) -> None:
     chunks = [A[index * piece:(index + 1) * piece] for index in range(pieces)]
     gathered = [torch.empty(world * piece * depth, dtype=A.dtype, device=A.device) for _ in range(pieces)]
     works = [dist.all_gather_into_tensor(buffer, chunk.reshape(-1), group=ctx.group, async_op=True)
-             for buffer, chunk in zip(gathered, chunks)]
+             for buffer, chunk in zip(gathered, chunks, strict=True)]
     torch.matmul(A, B.t(), out=C[rank * rows:(rank + 1) * rows])  # no communication needed
-    for index, (work, buffer) in enumerate(zip(works, gathered)):
+    for index, (work, buffer) in enumerate(zip(works, gathered, strict=True)):
         work.wait()  # on NCCL: the compute stream waits for this chunk, the host does not
         by_rank = buffer.view(world, piece, depth)
         for source in range(world):

@@ -18,12 +18,12 @@ SCORE_ELEMENTS = 1 << 30
 
 
 def kernel(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor, LSE: torch.Tensor, *, causal: int
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, LSE: torch.Tensor, *, causal: int
 ) -> None:
     batch, heads, seq, dim = q.shape
     mask = torch.ones(seq, seq, dtype=torch.bool, device=q.device).triu(1) if causal else None
     q3, k3, v3 = (t.reshape(batch * heads, seq, dim) for t in (q, k, v))
-    out, lse_out = O.view(batch * heads, seq, dim), LSE.view(batch * heads, seq)
+    out, lse_out = o.view(batch * heads, seq, dim), LSE.view(batch * heads, seq)
     step = max(1, SCORE_ELEMENTS // (seq * seq))
     for first in range(0, batch * heads, step):
         rows = slice(first, first + step)

@@ -12,7 +12,9 @@ from __future__ import annotations
 import torch
 
 
-def kernel(expert_out: torch.Tensor, dest_rows: torch.Tensor, topk_weights: torch.Tensor, out: torch.Tensor) -> None:
+def kernel(
+    expert_out: torch.Tensor, dest_rows: torch.Tensor, topk_weights: torch.Tensor, out: torch.Tensor
+) -> None:
     total = torch.zeros(out.shape, dtype=torch.float32, device=out.device)
     for slot in range(dest_rows.shape[1]):
         rows = expert_out.index_select(0, dest_rows[:, slot]).float()

@@ -18,11 +18,13 @@ def gather_sequence(ctx, chunk: torch.Tensor) -> torch.Tensor:
     return flat.view(ctx.world_size, b, h, s, d).permute(1, 2, 0, 3, 4).reshape(b, h, ctx.world_size * s, d)
 
 
-def kernel(ctx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor, LSE: torch.Tensor) -> None:
+def kernel(
+    ctx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, LSE: torch.Tensor
+) -> None:
     keys, values = gather_sequence(ctx, k), gather_sequence(ctx, v)
     if q.device.type == "cuda":
         out, lse = torch.ops.aten._scaled_dot_product_flash_attention(q, keys, values, 0.0, False)[:2]
     else:
         out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, keys, values, 0.0, False)[:2]
-    O.copy_(out)
+    o.copy_(out)
     LSE.copy_(lse)

@@ -49,10 +49,15 @@ def _check_item(user: Any, index: int, raw: dict[str, Any], compile_deadline: fl
         serializer.is_valid(raise_exception=True)
         request = creation.SubmitRequest.from_validated(serializer.validated_data)
         if request.language in NATIVE_LANGUAGES and time.monotonic() > compile_deadline:
-            raise ApiError("compile_busy", "this batch has used its compile time; send the rest in another batch",
-                           "source", headers={"Retry-After": "1"}, retry_after=1)
+            raise ApiError(
+                "compile_busy",
+                "this batch has used its compile time; send the rest in another batch",
+                "source",
+                headers={"Retry-After": "1"},
+                retry_after=1,
+            )
         return Item(index, request, creation.check(user, request))
-    except Exception as exc:  # noqa: BLE001 - each item answers for itself
+    except Exception as exc:  # each item answers for itself
         return _refused(index, exc)
 
 
@@ -62,13 +67,19 @@ def _save_item(user: Any, token: ApiToken | None, item: Item,
         try:
             submission = creation.save_item(user, token, item.request, item.checked)
             return {"index": item.index, "ok": True, "submission": present(submission)}
-        except Exception as exc:  # noqa: BLE001 - a spent quota refuses this item only
+        except Exception as exc:  # a spent quota refuses this item only
             item = _refused(item.index, exc)
     return {"index": item.index, "ok": False, "error": item.error}
 
 
-def create_batch(user: Any, token: ApiToken | None, raw_items: list[dict[str, Any]], key: str | None,
-                 fingerprint: str, present: Callable[[Submission], dict[str, Any]]) -> tuple[dict[str, Any], bool]:
+def create_batch(
+    user: Any,
+    token: ApiToken | None,
+    raw_items: list[dict[str, Any]],
+    key: str | None,
+    fingerprint: str,
+    present: Callable[[Submission], dict[str, Any]],
+) -> tuple[dict[str, Any], bool]:
     """(body, replayed): the per-item results, or the stored answer of an earlier identical request."""
     record = creation.previous_answer(user, key, "batch", fingerprint)
     if record is not None:

@@ -21,6 +21,7 @@ never read.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import ipaddress
 import socket
@@ -69,9 +70,15 @@ def refusal(ip: IPAddress) -> str | None:
     if embedded is not None:  # the IPv4 address is where the packets go: it alone decides
         inner = refusal(embedded)
         return None if inner is None else f"{ip} carries the IPv4 address {embedded}, which is {inner}"
-    checks = (("multicast", ip.is_multicast), ("unspecified", ip.is_unspecified), ("loopback", ip.is_loopback),
-              ("link-local", ip.is_link_local), ("private", ip.is_private), ("reserved", ip.is_reserved),
-              ("not globally routable", not ip.is_global))
+    checks = (
+        ("multicast", ip.is_multicast),
+        ("unspecified", ip.is_unspecified),
+        ("loopback", ip.is_loopback),
+        ("link-local", ip.is_link_local),
+        ("private", ip.is_private),
+        ("reserved", ip.is_reserved),
+        ("not globally routable", not ip.is_global),
+    )
     return next((f"a {what} address" if what != "not globally routable" else what
                  for what, applies in checks if applies), None)
 
@@ -178,7 +185,5 @@ def _cut(connection: http.client.HTTPConnection, cut: threading.Event) -> None:
     cut.set()
     sock = connection.sock
     if sock is not None:
-        try:
+        with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass

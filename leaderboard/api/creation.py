@@ -93,8 +93,12 @@ def previous_answer(user: Any, key: str | None, endpoint: str, fingerprint: str)
     if record is None:
         return None
     if record.endpoint != endpoint or record.request_sha256 != fingerprint:
-        raise ApiError("idempotency_conflict", f"Idempotency-Key {key!r} was used for a different request "
-                       f"({record.endpoint} at {record.created_at.isoformat()}); use a new key", "Idempotency-Key")
+        raise ApiError(
+            "idempotency_conflict",
+            f"Idempotency-Key {key!r} was used for a different request "
+            f"({record.endpoint} at {record.created_at.isoformat()}); use a new key",
+            "Idempotency-Key",
+        )
     return record
 
 
@@ -145,12 +149,20 @@ def create_one(user: Any, token: ApiToken | None, request: SubmitRequest, key: s
         quotas.check(user, [request.quota_request()], token)
         submission = _save(user, token, checked)
         if key is not None:
-            IdempotencyRecord.objects.create(user=user, key=key, endpoint="create", request_sha256=fingerprint,
-                                             status_code=201, submission=submission)
+            IdempotencyRecord.objects.create(
+                user=user,
+                key=key,
+                endpoint="create",
+                request_sha256=fingerprint,
+                status_code=201,
+                submission=submission,
+            )
     return submission, False
 
 
-def save_item(user: Any, token: ApiToken | None, request: SubmitRequest, checked: CheckedSubmission) -> Submission:
+def save_item(
+    user: Any, token: ApiToken | None, request: SubmitRequest, checked: CheckedSubmission
+) -> Submission:
     """One checked item of a batch, in its own savepoint: one refusal leaves the others standing."""
     with transaction.atomic():
         quotas.check(user, [request.quota_request()], token)
@@ -168,7 +180,9 @@ def dry_run(user: Any, request: SubmitRequest) -> dict[str, Any]:
     return {"ok": True, "language": request.language, "static_evidence": evidence, "quota": quota_note}
 
 
-def rerun(user: Any, submission: Submission, gpu_keys: list[str] | None, mode: str | None) -> list[Evaluation]:
+def rerun(
+    user: Any, submission: Submission, gpu_keys: list[str] | None, mode: str | None
+) -> list[Evaluation]:
     """New evaluations (run_number + 1) of an owner's submission whose evaluations all ended.
 
     Only on GPU types the submission was already evaluated on: a PTX/CUDA upload was assembled

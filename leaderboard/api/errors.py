@@ -56,8 +56,14 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "unsupported_media_type": (415, "the body is not JSON"),
     "quota_exceeded": (429, "a quota is spent: `Retry-After` says when to retry, `quota` which one"),
     "login_locked": (429, "too many failed logins from this address or for this user: `Retry-After`"),
-    "rate_limited": (429, "too many requests of this kind: `Retry-After` says when to retry, `limit` how many"),
-    "compile_busy": (429, "your uploads are already compiling (or a batch used its compile time): `Retry-After`"),
+    "rate_limited": (
+        429,
+        "too many requests of this kind: `Retry-After` says when to retry, `limit` how many",
+    ),
+    "compile_busy": (
+        429,
+        "your uploads are already compiling (or a batch used its compile time): `Retry-After`",
+    ),
     "site_busy": (503, "the site is compiling as many uploads as it allows at once: `Retry-After`"),
     "server_error": (500, "a bug: nothing was saved; please report it"),
     "service_unavailable": (503, "the database is unreachable; retry later"),
@@ -121,8 +127,14 @@ def from_validation_error(error: DjangoValidationError, language: str = "") -> A
 def too_large(kind: str, size: int, limit: int) -> ApiError:
     if kind == "source":
         return ApiError("source_too_large", source_too_large(size, limit), "source", limit=limit, size=size)
-    return ApiError("payload_too_large", f"the request body is {size} bytes; the limit is {limit} bytes "
-                    f"(a source: {source_limit(settings.SOLBOARD_MAX_SOURCE_BYTES)})", None, limit=limit, size=size)
+    return ApiError(
+        "payload_too_large",
+        f"the request body is {size} bytes; the limit is {limit} bytes "
+        f"(a source: {source_limit(settings.SOLBOARD_MAX_SOURCE_BYTES)})",
+        None,
+        limit=limit,
+        size=size,
+    )
 
 
 def _drf_detail_text(detail: Any) -> tuple[str | None, str]:
@@ -161,7 +173,9 @@ def _from_drf(exc: drf.APIException) -> ApiError:
         code = "invalid_source"
     if code is None:  # throttling or another status DRF knows: keep its status family
         code = "quota_exceeded" if exc.status_code == 429 else "invalid"
-    headers = {"WWW-Authenticate": 'Bearer realm="api"'} if code in ("not_authenticated", "invalid_token") else {}
+    headers = (
+        {"WWW-Authenticate": 'Bearer realm="api"'} if code in ("not_authenticated", "invalid_token") else {}
+    )
     return ApiError(code, message, field, headers=headers)
 
 
@@ -171,8 +185,12 @@ def as_api_error(exc: Exception) -> ApiError | None:
         return exc
     if isinstance(exc, RequestDataTooBig):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        return ApiError("payload_too_large", f"the request body is over the limit of {limit} bytes (a source: "
-                        f"{source_limit(settings.SOLBOARD_MAX_SOURCE_BYTES)})", limit=limit)
+        return ApiError(
+            "payload_too_large",
+            f"the request body is over the limit of {limit} bytes (a source: "
+            f"{source_limit(settings.SOLBOARD_MAX_SOURCE_BYTES)})",
+            limit=limit,
+        )
     if isinstance(exc, drf.APIException):
         return _from_drf(exc)
     if isinstance(exc, Http404):
@@ -193,8 +211,11 @@ def as_api_error(exc: Exception) -> ApiError | None:
 def _compile_refusal(exc: Exception) -> ApiError | None:
     """``compile_limits.CompileBusy`` (a ValidationError with a code and a time to retry)."""
     code, retry_after = getattr(exc, "code", None), getattr(exc, "retry_after", None)
-    if not isinstance(exc, DjangoValidationError) or code not in ("compile_busy", "site_busy", "rate_limited") \
-            or not isinstance(retry_after, int):
+    if (
+        not isinstance(exc, DjangoValidationError)
+        or code not in ("compile_busy", "site_busy", "rate_limited")
+        or not isinstance(retry_after, int)
+    ):
         return None
     return ApiError(code, str(getattr(exc, "text", exc)), "source", headers={"Retry-After": str(retry_after)},
                     retry_after=retry_after)
@@ -243,8 +264,11 @@ class ErrorEnvelopeMiddleware(HybridMiddleware):
         return None
 
     def _envelope_if_needed(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
-        if _is_api(request) and response.status_code >= 400 and not response.get("Content-Type", "").startswith(
-                ("application/json", "text/event-stream")):
+        if (
+            _is_api(request)
+            and response.status_code >= 400
+            and not response.get("Content-Type", "").startswith(("application/json", "text/event-stream"))
+        ):
             return self._envelope_for(response)
         return response
 
@@ -259,9 +283,13 @@ class ErrorEnvelopeMiddleware(HybridMiddleware):
 
     @staticmethod
     def _envelope_for(response: HttpResponse) -> HttpResponse:
-        by_status = {404: ("not_found", "no such API endpoint"), 405: ("method_not_allowed", "method not allowed"),
-                     413: ("payload_too_large", "the request body is too large"),
-                     400: ("invalid", "bad request"), 403: ("permission_denied", "forbidden")}
+        by_status = {
+            404: ("not_found", "no such API endpoint"),
+            405: ("method_not_allowed", "method not allowed"),
+            413: ("payload_too_large", "the request body is too large"),
+            400: ("invalid", "bad request"),
+            403: ("permission_denied", "forbidden"),
+        }
         code, message = by_status.get(response.status_code, ("server_error", "an unexpected error occurred"))
         envelope = ApiError(code, message).json_response()
         envelope.status_code = response.status_code

@@ -1,11 +1,11 @@
 """Submissions and evaluations as the API shows them, with feedback an optimiser loop can act on.
 
-Who sees what (leaderboard/audience.py): the owner (and staff) see the source, the launch spec,
-the messages, tracebacks, compiler output and the submission's log; everyone else sees the status,
-an error kind, the failing shape, the figures, and a report stripped of every free-text string
-(a traceback or a compiler diagnostic quotes the source). A passed result that its witness has not confirmed is ``provisional``: shown, never
-ranked; so is a running ranked job's report before its witness (``provisional_report``), which
-its final result replaces. ``not_ranked_reason`` says exactly why a result is not in a ranking.
+Who sees what (leaderboard/audience.py): the owner (and staff) see the source, the launch spec, the messages,
+tracebacks, compiler output and the submission's log; everyone else sees the status, an error kind, the
+failing shape, the figures, and a report stripped of every free-text string (a traceback or a compiler
+diagnostic quotes the source). A passed result that its witness has not confirmed is ``provisional``: shown,
+never ranked; so is a running ranked job's report before its witness (``provisional_report``), which its final
+result replaces. ``not_ranked_reason`` says exactly why a result is not in a ranking.
 """
 
 from __future__ import annotations
@@ -71,7 +71,9 @@ def not_ranked_reason(evaluation: Evaluation, private: bool = True) -> str | Non
     if evaluation.status in WAITING:
         return f"not finished ({evaluation.status})"
     if evaluation.status != S.PASSED:
-        return f"status {evaluation.status}" + (f" ({evaluation.evaluator_status})" if evaluation.evaluator_status else "")
+        return f"status {evaluation.status}" + (
+            f" ({evaluation.evaluator_status})" if evaluation.evaluator_status else ""
+        )
     withdrawal = withdrawal_of(evaluation)
     if withdrawal is not None:
         return (f"withdrawn from the rankings by an operator on {withdrawal.withdrawn_at:%Y-%m-%d}: "
@@ -80,7 +82,9 @@ def not_ranked_reason(evaluation: Evaluation, private: bool = True) -> str | Non
         return None
     report = evaluation.report or {}
     if not report.get("witnessed", False):
-        return "provisional: " + (_unwitnessed(report) or "not every shape's ranked median was confirmed by its witness")
+        return "provisional: " + (
+            _unwitnessed(report) or "not every shape's ranked median was confirmed by its witness"
+        )
     if evaluation.flags:
         return "flagged for review: " + "; ".join(str(flag) for flag in evaluation.flags)
     return (report.get("message") if private else "") or "the evaluator did not mark the result rank-eligible"
@@ -112,7 +116,11 @@ def shape_feedback(shape: dict[str, Any], stored: ShapeResult | None = None, cou
     and the report page shows (on the CPU development device the report has no SOL section: the
     score is the site's development score). ``counted``: whether the shape counts towards the
     problem score on this device (the ranked shapes on a GPU, the ``cpu`` shapes on the CPU)."""
-    timing, baseline, sol = shape.get("timing") or {}, shape.get("baseline_timing") or {}, shape.get("sol") or {}
+    timing, baseline, sol = (
+        shape.get("timing") or {},
+        shape.get("baseline_timing") or {},
+        shape.get("sol") or {},
+    )
     row: dict[str, Any] = {
         "shape_id": shape.get("shape_id"), "ranked": shape.get("ranked") if counted is None else counted,
         "status": shape.get("status"),
@@ -173,24 +181,41 @@ def _final_shapes(evaluation: Evaluation, report: dict[str, Any]) -> list[dict[s
 def evaluation_body(evaluation: Evaluation, private: bool, with_report: bool,
                     served: Counter[str] | None = None) -> dict[str, Any]:
     """One evaluation as a viewer sees it: ``private`` (owner, staff, a public submission) gets the
-    messages, tracebacks and logs; anyone else the summary built from fixed words (leaderboard/audience.py)."""
+    messages, tracebacks and logs; anyone else the summary built from fixed words
+    (leaderboard/audience.py)."""
     gpu = evaluation.gpu_type
     report, early = _seen(evaluation.report, private), _seen(evaluation.current_provisional, private)
     body: dict[str, Any] = {
-        "id": evaluation.pk, "submission_id": evaluation.submission_id, "label": evaluation_label(evaluation),
-        "gpu_type": gpu.key, "development_device": gpu.development_device, "mode": evaluation.mode,
-        "run_number": evaluation.run_number, "status": evaluation.status,
-        "evaluator_status": evaluation.evaluator_status, "message": _message(evaluation, private),
-        **public_summary(evaluation.status, evaluation.evaluator_status, evaluation.message, evaluation.report),
+        "id": evaluation.pk,
+        "submission_id": evaluation.submission_id,
+        "label": evaluation_label(evaluation),
+        "gpu_type": gpu.key,
+        "development_device": gpu.development_device,
+        "mode": evaluation.mode,
+        "run_number": evaluation.run_number,
+        "status": evaluation.status,
+        "evaluator_status": evaluation.evaluator_status,
+        "message": _message(evaluation, private),
+        **public_summary(
+            evaluation.status, evaluation.evaluator_status, evaluation.message, evaluation.report
+        ),
         "details": "shown" if private else "owner only",
-        "queue_position": queue_position(evaluation), "runners_online": None, "queued_at": evaluation.queued_at,
-        "started_at": evaluation.started_at, "finished_at": evaluation.finished_at,
-        "score": evaluation.score, "rank_eligible": evaluation.rank_eligible,
-        "provisional": is_provisional(evaluation), "not_ranked_reason": not_ranked_reason(evaluation, private),
-        "features_met": evaluation.features_met, "flags": evaluation.flags,
+        "queue_position": queue_position(evaluation),
+        "runners_online": None,
+        "queued_at": evaluation.queued_at,
+        "started_at": evaluation.started_at,
+        "finished_at": evaluation.finished_at,
+        "score": evaluation.score,
+        "rank_eligible": evaluation.rank_eligible,
+        "provisional": is_provisional(evaluation),
+        "not_ranked_reason": not_ranked_reason(evaluation, private),
+        "features_met": evaluation.features_met,
+        "flags": evaluation.flags,
     }
     if evaluation.status == S.QUEUED:
-        body["runners_online"] = availability(gpu.key, evaluation.submission.problem.world_size, served).runners
+        body["runners_online"] = availability(
+            gpu.key, evaluation.submission.problem.world_size, served
+        ).runners
     body.update(provisional_at=evaluation.provisional_at if early else None,
                 provisional_score=(early or {}).get("problem_score"))
     if early is not None:
@@ -211,7 +236,9 @@ def no_runner_warning(gpu_key: str) -> dict[str, Any]:
 
 def runner_warnings(evaluations: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One warning per GPU type whose queued evaluations no live runner serves."""
-    unserved = [item["gpu_type"] for item in evaluations if item["status"] == S.QUEUED and item["runners_online"] == 0]
+    unserved = [
+        item["gpu_type"] for item in evaluations if item["status"] == S.QUEUED and item["runners_online"] == 0
+    ]
     return [no_runner_warning(key) for key in dict.fromkeys(unserved)]
 
 
@@ -226,7 +253,9 @@ def availability_warnings(problem_name: str, gpu_keys: list[str]) -> list[dict[s
 def _message(evaluation: Evaluation, private: bool) -> str:
     if private:
         return evaluation.message
-    return public_message(evaluation.status, evaluation.evaluator_status, evaluation.message, evaluation.report)
+    return public_message(
+        evaluation.status, evaluation.evaluator_status, evaluation.message, evaluation.report
+    )
 
 
 def _seen(report: dict[str, Any] | None, private: bool) -> dict[str, Any] | None:
@@ -247,15 +276,30 @@ def submission_body(submission: Submission, viewer: Any, with_report: bool = Tru
                        .prefetch_related("shape_results__shape").order_by("id"))
     served = live_runners_by_queue() if any(e.status == S.QUEUED for e in evaluations) else Counter()
     body: dict[str, Any] = {
-        "id": submission.pk, "problem": submission.problem.name, "problem_version": submission.problem_version,
-        "language": submission.language, "user": submission.user.get_username(), "agent": agent_of(submission),
-        "created_at": submission.created_at, "source_sha256": submission.source_sha256,
+        "id": submission.pk,
+        "problem": submission.problem.name,
+        "problem_version": submission.problem_version,
+        "language": submission.language,
+        "user": submission.user.get_username(),
+        "agent": agent_of(submission),
+        "created_at": submission.created_at,
+        "source_sha256": submission.source_sha256,
         "status": overall_status([evaluation.status for evaluation in evaluations]),
-        "state": state_token([(evaluation.pk, evaluation_state(evaluation.status, evaluation.provisional_at,
-                                                               evaluation.started_at))
-                              for evaluation in evaluations]),
-        "static_evidence": submission.static_evidence if private else public_evidence(submission.static_evidence),
-        "evaluations": [evaluation_body(evaluation, private, with_report, served) for evaluation in evaluations],
+        "state": state_token(
+            [
+                (
+                    evaluation.pk,
+                    evaluation_state(evaluation.status, evaluation.provisional_at, evaluation.started_at),
+                )
+                for evaluation in evaluations
+            ]
+        ),
+        "static_evidence": submission.static_evidence
+        if private
+        else public_evidence(submission.static_evidence),
+        "evaluations": [
+            evaluation_body(evaluation, private, with_report, served) for evaluation in evaluations
+        ],
     }
     body["warnings"] = runner_warnings(body["evaluations"])
     if private:

@@ -136,9 +136,15 @@ def check_gpu_seconds(user: Any, token: Any | None) -> None:
         if spent >= limit:
             _, reset = day_bounds()
             wait = max(1, int((reset - timezone.now()).total_seconds()) + 1)
-            raise _exceeded(kind, f"{spent:.1f} of {limit:g} GPU-seconds used today (UTC) by {who}; the quota "
-                            f"resets at {reset.isoformat()}", wait, used=spent, limit=limit,
-                            resets_at=reset.isoformat())
+            raise _exceeded(
+                kind,
+                f"{spent:.1f} of {limit:g} GPU-seconds used today (UTC) by {who}; the quota "
+                f"resets at {reset.isoformat()}",
+                wait,
+                used=spent,
+                limit=limit,
+                resets_at=reset.isoformat(),
+            )
 
 
 def _exceeded(kind: str, message: str, retry_after: int, **details: Any) -> ApiError:

@@ -51,8 +51,12 @@ class ErrorSerializer(serializers.Serializer):
 
 class SubmitSerializer(serializers.Serializer):
     problem = StrictCharField(min_length=1, max_length=64)
-    language = serializers.ChoiceField(choices=Language.values, required=False, allow_null=True,
-                                       help_text="Default: from filename's extension (.py, .ptx, .cu), else python.")
+    language = serializers.ChoiceField(
+        choices=Language.values,
+        required=False,
+        allow_null=True,
+        help_text="Default: from filename's extension (.py, .ptx, .cu), else python.",
+    )
     gpu_types = serializers.ListField(child=StrictCharField(min_length=1, max_length=32), min_length=1,
                                       max_length=MAX_GPU_TYPES)
     source = StrictCharField(min_length=1, trim_whitespace=False)
@@ -72,14 +76,24 @@ def language_for_filename(filename: str) -> str:
 
 
 class BatchSerializer(serializers.Serializer):
-    submissions = serializers.ListField(child=serializers.DictField(), min_length=1,
-                                        help_text=f"Up to {MAX_BATCH} submissions, each like a single create.")
+    submissions = serializers.ListField(
+        child=serializers.DictField(),
+        min_length=1,
+        help_text=f"Up to {MAX_BATCH} submissions, each like a single create.",
+    )
 
 
 class RerunSerializer(serializers.Serializer):
-    gpu_types = serializers.ListField(child=StrictCharField(min_length=1, max_length=32), required=False, min_length=1,
-                                      max_length=MAX_GPU_TYPES, help_text="Default: every GPU type it was evaluated on.")
-    mode = serializers.ChoiceField(choices=Mode.values, required=False, help_text="Default: the latest run's.")
+    gpu_types = serializers.ListField(
+        child=StrictCharField(min_length=1, max_length=32),
+        required=False,
+        min_length=1,
+        max_length=MAX_GPU_TYPES,
+        help_text="Default: every GPU type it was evaluated on.",
+    )
+    mode = serializers.ChoiceField(
+        choices=Mode.values, required=False, help_text="Default: the latest run's."
+    )
 
 
 class CancelSerializer(serializers.Serializer):
@@ -115,20 +129,28 @@ class TokenSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     last_used_at = serializers.DateTimeField(allow_null=True)
     revoked_at = serializers.DateTimeField(allow_null=True)
-    gpu_seconds_total = serializers.FloatField(help_text="GPU-seconds the jobs of its submissions used, all time.")
-    gpu_seconds_today = serializers.FloatField(help_text="The same, of jobs that ended in the current UTC day.")
+    gpu_seconds_total = serializers.FloatField(
+        help_text="GPU-seconds the jobs of its submissions used, all time."
+    )
+    gpu_seconds_today = serializers.FloatField(
+        help_text="The same, of jobs that ended in the current UTC day."
+    )
 
 
 class NewTokenSerializer(TokenSerializer):
     token = serializers.CharField(help_text="The token itself: shown once, never again.")
-    webhook_secret = serializers.CharField(help_text="HMAC-SHA256 key of the webhooks (empty without a callback).")
+    webhook_secret = serializers.CharField(
+        help_text="HMAC-SHA256 key of the webhooks (empty without a callback)."
+    )
 
 
 class GpuTypeSerializer(serializers.Serializer):
     key = serializers.CharField()
     name = serializers.CharField()
     arch = serializers.CharField(allow_null=True)
-    development_device = serializers.BooleanField(help_text="The CPU device: wall-clock, no SOL, ranked apart.")
+    development_device = serializers.BooleanField(
+        help_text="The CPU device: wall-clock, no SOL, ranked apart."
+    )
     estimated = serializers.BooleanField()
     peaks_tflops = serializers.DictField(child=serializers.FloatField())
     hbm_bytes_per_s = serializers.FloatField(allow_null=True)
@@ -179,8 +201,11 @@ class ProblemSerializer(ProblemSummarySerializer):
 
 class ShapeFeedbackSerializer(serializers.Serializer):
     shape_id = serializers.CharField()
-    ranked = serializers.BooleanField(allow_null=True, help_text="Counts towards the problem score on this "
-                                      "device: a ranked shape on a GPU, a cpu shape on the CPU development device.")
+    ranked = serializers.BooleanField(
+        allow_null=True,
+        help_text="Counts towards the problem score on this "
+        "device: a ranked shape on a GPU, a cpu shape on the CPU development device.",
+    )
     status = serializers.CharField()
     message = serializers.CharField(allow_blank=True)
     median_us = serializers.FloatField(allow_null=True)
@@ -195,7 +220,9 @@ class ShapeFeedbackSerializer(serializers.Serializer):
     witnessed = serializers.BooleanField()
     worst_elements = serializers.ListField(child=serializers.DictField(),
                                            help_text="Failed correctness: output, index, expected, got.")
-    ncu = serializers.DictField(allow_null=True, help_text="Headline Nsight Compute figures of the top kernel.")
+    ncu = serializers.DictField(
+        allow_null=True, help_text="Headline Nsight Compute figures of the top kernel."
+    )
 
 
 class WarningSerializer(serializers.Serializer):
@@ -211,28 +238,38 @@ class EvaluationSerializer(serializers.Serializer):
     label = serializers.CharField(help_text='How to show it: "submission 12, cpu ranked run 1".')
     gpu_type = serializers.CharField()
     development_device = serializers.BooleanField(
-        help_text="The CPU development device: ranked only on its own development board (wall-clock, no SOL).")
+        help_text="The CPU development device: ranked only on its own development board (wall-clock, no SOL)."
+    )
     mode = serializers.CharField()
     run_number = serializers.IntegerField()
-    status = serializers.CharField(help_text="queued, running, passed, failed, error, timeout, rejected, cancelled.")
+    status = serializers.CharField(
+        help_text="queued, running, passed, failed, error, timeout, rejected, cancelled."
+    )
     evaluator_status = serializers.CharField(allow_null=True)
     message = serializers.CharField(allow_blank=True)
     queue_position = serializers.IntegerField(allow_null=True, help_text="While queued: its place in its GPU "
                                               "type's queue, counted from 1 (1 = next to start).")
-    runners_online = serializers.IntegerField(allow_null=True, help_text="While queued: live runners that serve "
-                                              "its queue (0: it waits until one connects).")
+    runners_online = serializers.IntegerField(
+        allow_null=True,
+        help_text="While queued: live runners that serve its queue (0: it waits until one connects).",
+    )
     queued_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
     score = serializers.FloatField(allow_null=True)
     rank_eligible = serializers.BooleanField()
     provisional = serializers.BooleanField(
-        help_text="Passed, but its witness has not confirmed the timing; or running, with a provisional result "
-        "from before its witness (provisional_report).")
+        help_text="Passed, but its witness has not confirmed the timing; or running, with a provisional "
+        "result from before its witness (provisional_report)."
+    )
     provisional_at = serializers.DateTimeField(
-        allow_null=True, help_text="When the running job's provisional result came (ranked stage done, witness "
-        "running); null once the evaluation ended (its final result replaces it).")
-    provisional_score = serializers.FloatField(allow_null=True, help_text="The provisional result's problem score.")
+        allow_null=True,
+        help_text="When the running job's provisional result came (ranked stage done, witness "
+        "running); null once the evaluation ended (its final result replaces it).",
+    )
+    provisional_score = serializers.FloatField(
+        allow_null=True, help_text="The provisional result's problem score."
+    )
     not_ranked_reason = serializers.CharField(allow_null=True)
     features_met = serializers.BooleanField(allow_null=True)
     flags = serializers.ListField(child=serializers.CharField())
@@ -320,7 +357,9 @@ class LeaderboardRowSerializer(serializers.Serializer):
 class ReferenceShapeSerializer(serializers.Serializer):
     shape = serializers.CharField()
     median_us = serializers.FloatField(allow_null=True)
-    speedup = serializers.FloatField(allow_null=True, help_text="Baseline time / this line's time at the shape.")
+    speedup = serializers.FloatField(
+        allow_null=True, help_text="Baseline time / this line's time at the shape."
+    )
     sol_fraction = serializers.FloatField(allow_null=True)
     score = serializers.FloatField(allow_null=True, help_text="The S this line gets at the shape.")
 
@@ -331,9 +370,13 @@ class ReferenceLineSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=["baseline", "compiled", "library"])
     status = serializers.ChoiceField(choices=["measured", "measuring", "unavailable", "needs_gpu", "failed"])
     status_text = serializers.CharField()
-    package = serializers.CharField(allow_null=True, help_text="The library's pip name (null for the baseline lines).")
-    versions = serializers.DictField(child=serializers.CharField(),
-                                     help_text="Package -> version the runner measured (printed by the line).")
+    package = serializers.CharField(
+        allow_null=True, help_text="The library's pip name (null for the baseline lines)."
+    )
+    versions = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="Package -> version the runner measured (printed by the line).",
+    )
     url = serializers.CharField(allow_null=True)
     source_path = serializers.CharField(help_text="The source (or its template) in the repository.")
     submission_id = serializers.IntegerField(allow_null=True, help_text="Its submission (public source).")
@@ -365,8 +408,10 @@ class LeaderboardSerializer(serializers.Serializer):
     page_size = serializers.IntegerField()
     results = LeaderboardRowSerializer(many=True)
     references = ReferenceLineSerializer(
-        many=True, help_text="Reference lines of this version and GPU type (at this shape, when one is named): "
-                             "labelled, never ranked.")
+        many=True,
+        help_text="Reference lines of this version and GPU type (at this shape, when one is named): "
+        "labelled, never ranked.",
+    )
 
 
 class MetaSerializer(serializers.Serializer):

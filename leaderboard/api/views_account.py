@@ -53,8 +53,12 @@ class TokenListCreateView(ApiView):
         data = serializer.validated_data
         TOKEN_CREATION.charge(request.user.pk)
         agent = AgentInfo(data["agent_name"], data["agent_model"], data["agent_version"])
-        token, plain = issue_token(request.user, name=data["name"], agent=agent, callback_url=data["callback_url"])
-        return Response({**token_body(token), "token": plain, "webhook_secret": token.webhook_secret}, status=201)
+        token, plain = issue_token(
+            request.user, name=data["name"], agent=agent, callback_url=data["callback_url"]
+        )
+        return Response(
+            {**token_body(token), "token": plain, "webhook_secret": token.webhook_secret}, status=201
+        )
 
 
 class TokenRevokeView(ApiView):
@@ -83,6 +87,13 @@ class MetaView(ApiView):
     @extend_schema(responses={200: s.MetaSerializer}, summary="API version, limits, and who you are")
     def get(self, request: Request) -> Response:
         user = request.user.get_username() if request.user.is_authenticated else None
-        return Response({"api_version": API_VERSION, "max_batch": s.MAX_BATCH, "max_wait_seconds": max_wait_seconds(),
-                         "max_source_bytes": s.max_source_bytes(),
-                         "max_body_bytes": int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE), "user": user})
+        return Response(
+            {
+                "api_version": API_VERSION,
+                "max_batch": s.MAX_BATCH,
+                "max_wait_seconds": max_wait_seconds(),
+                "max_source_bytes": s.max_source_bytes(),
+                "max_body_bytes": int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE),
+                "user": user,
+            }
+        )

@@ -11,7 +11,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from evaluator.gpus import GpuSpecError, get_gpu_spec
+from evaluator.gpu_specs import GpuSpecError, get_gpu_spec
 from evaluator.problems import Counts
 from evaluator.sol import t_sol
 from leaderboard.api import serializers as s
@@ -35,9 +35,15 @@ def gpu_type_body(gpu: GpuType) -> dict[str, Any]:
 
 
 def problem_summary(problem: Problem) -> dict[str, Any]:
-    return {"name": problem.name, "title": problem.title, "kind": problem.kind, "world_size": problem.world_size,
-            "languages": problem.languages, "version": problem.version,
-            "shape_count": sum(1 for shape in problem.shapes.all() if shape.active)}
+    return {
+        "name": problem.name,
+        "title": problem.title,
+        "kind": problem.kind,
+        "world_size": problem.world_size,
+        "languages": problem.languages,
+        "version": problem.version,
+        "shape_count": sum(1 for shape in problem.shapes.all() if shape.active),
+    }
 
 
 @cache
@@ -102,36 +108,58 @@ class GpuTypeListView(PublicView):
         return Response([gpu_type_body(gpu) for gpu in GpuType.objects.all()])
 
 
-TRACK = OpenApiParameter("track", str, enum=RankingTrack.values, required=False,
-                         description="all (default) or features: only results that use the required features.")
+TRACK = OpenApiParameter(
+    "track",
+    str,
+    enum=RankingTrack.values,
+    required=False,
+    description="all (default) or features: only results that use the required features.",
+)
 
 
-VERSION = OpenApiParameter("version", int, required=False,
-                          description="The problem's catalogue version (default: the current one). Each version "
-                                      "ranks apart: a new version may time a faster baseline.")
+VERSION = OpenApiParameter(
+    "version",
+    int,
+    required=False,
+    description="The problem's catalogue version (default: the current one). Each version "
+    "ranks apart: a new version may time a faster baseline.",
+)
 
 
-def references_body(problem: Problem, gpu: GpuType, version: int, shape: Shape | None = None) -> list[dict[str, Any]]:
+def references_body(
+    problem: Problem, gpu: GpuType, version: int, shape: Shape | None = None
+) -> list[dict[str, Any]]:
     """The reference lines of a problem version on a GPU type (one shape's figures if ``shape``)."""
     shapes = [item.pk for item in board_shapes(problem, gpu, version)]
     return [line.body(shape.pk if shape else None) for line in line_rows(problem, gpu, version, shapes)]
 
 
 class ReferenceLinesView(PublicView):
-    @extend_schema(parameters=[VERSION], responses={200: s.ReferenceLinesSerializer, **ERRORS},
-                   summary="A problem's reference lines on every GPU type: measured like submissions, never ranked")
+    @extend_schema(
+        parameters=[VERSION],
+        responses={200: s.ReferenceLinesSerializer, **ERRORS},
+        summary="A problem's reference lines on every GPU type: measured like submissions, never ranked",
+    )
     def get(self, request: Request, name: str) -> Response:
         problem = active_problem(name)
         version = LeaderboardView._version(request, problem)
-        return Response({"problem": problem.name, "version": version,
-                         "gpu_types": {gpu.key: references_body(problem, gpu, version) for gpu in GpuType.objects.all()}})
+        return Response(
+            {
+                "problem": problem.name,
+                "version": version,
+                "gpu_types": {
+                    gpu.key: references_body(problem, gpu, version) for gpu in GpuType.objects.all()
+                },
+            }
+        )
 
 
 class LeaderboardView(PublicView):
-    @extend_schema(parameters=[OpenApiParameter("shape", str, required=False), TRACK, VERSION,
-                               PAGE, PAGE_SIZE],
-                   responses={200: s.LeaderboardSerializer, **ERRORS},
-                   summary="Ranking of witnessed, rank-eligible results (overall by score, per shape by time)")
+    @extend_schema(
+        parameters=[OpenApiParameter("shape", str, required=False), TRACK, VERSION, PAGE, PAGE_SIZE],
+        responses={200: s.LeaderboardSerializer, **ERRORS},
+        summary="Ranking of witnessed, rank-eligible results (overall by score, per shape by time)",
+    )
     def get(self, request: Request, name: str, gpu: str) -> Response:
         problem = active_problem(name)
         gpu_type = GpuType.objects.filter(key=gpu).first()
@@ -144,8 +172,9 @@ class LeaderboardView(PublicView):
         version = self._version(request, problem)
         page, size = page_bounds(request)
         order = ("-score", "submitted_at", "id") if shape is None else ("median_us", "submitted_at", "id")
-        rows = RankingEntry.objects.filter(problem=problem, problem_version=version, gpu_type=gpu_type, shape=shape,
-                                           track=track)
+        rows = RankingEntry.objects.filter(
+            problem=problem, problem_version=version, gpu_type=gpu_type, shape=shape, track=track
+        )
         start = (page - 1) * size
         chosen = rows.select_related("user", "submission__origin").order_by(*order)[start:start + size]
         return Response({

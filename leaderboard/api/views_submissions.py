@@ -26,13 +26,22 @@ ERRORS = {code: OpenApiResponse(s.ErrorSerializer, description=text) for code, t
     400: "invalid request (code says which check)", 401: "no or bad token", 404: "not found",
     409: "conflict", 413: "too large (limit stated)", 429: "quota or rate spent, or compiling (Retry-After)",
     503: "the site compiles as many uploads as it allows (Retry-After)"}.items()}
-IDEMPOTENCY = OpenApiParameter("Idempotency-Key", {"type": "string", "minLength": 1, "maxLength": 255,
-                                                   "pattern": r"^\S.*$"}, OpenApiParameter.HEADER, required=False,
-                               description="A retry with the same key and body returns the original answer; "
-                               "a different body gets 409. No second job, no second quota charge.")
-WAIT = OpenApiParameter("wait", {"type": "number", "minimum": 0, "maximum": 60}, OpenApiParameter.QUERY, required=False,
-                        description="Long-poll: answer at once on a change of status, else after this many "
-                        "seconds (at most the server's max_wait_seconds, 60).")
+IDEMPOTENCY = OpenApiParameter(
+    "Idempotency-Key",
+    {"type": "string", "minLength": 1, "maxLength": 255, "pattern": r"^\S.*$"},
+    OpenApiParameter.HEADER,
+    required=False,
+    description="A retry with the same key and body returns the original answer; "
+    "a different body gets 409. No second job, no second quota charge.",
+)
+WAIT = OpenApiParameter(
+    "wait",
+    {"type": "number", "minimum": 0, "maximum": 60},
+    OpenApiParameter.QUERY,
+    required=False,
+    description="Long-poll: answer at once on a change of status, else after this many "
+    "seconds (at most the server's max_wait_seconds, 60).",
+)
 #: The highest page number asked for: beyond it an offset no database needs (SQLite's integers end
 #: at 2^63; schemathesis found a 503 at page 3e18).
 MAX_PAGE = 1_000_000
@@ -79,9 +88,12 @@ def page_bounds(request: Request, default_size: int = 50, max_size: int = 200) -
 
 
 class SubmissionListCreateView(ApiView):
-    @extend_schema(parameters=[OpenApiParameter("problem", str), PAGE, PAGE_SIZE],
-                   responses={200: s.SubmissionPageSerializer, **ERRORS}, summary="Your submissions, newest first",
-                   operation_id="submissions_list")
+    @extend_schema(
+        parameters=[OpenApiParameter("problem", str), PAGE, PAGE_SIZE],
+        responses={200: s.SubmissionPageSerializer, **ERRORS},
+        summary="Your submissions, newest first",
+        operation_id="submissions_list",
+    )
     def get(self, request: Request) -> Response:
         page, size = page_bounds(request)
         rows = own_submissions(request).prefetch_related("evaluations__gpu_type")
@@ -119,12 +131,21 @@ class SubmissionBatchView(ApiView):
         serializer.is_valid(raise_exception=True)
         items = serializer.validated_data["submissions"]
         if len(items) > s.MAX_BATCH:
-            raise ApiError("batch_too_large", f"a batch holds at most {s.MAX_BATCH} submissions, not {len(items)}",
-                           "submissions", limit=s.MAX_BATCH)
+            raise ApiError(
+                "batch_too_large",
+                f"a batch holds at most {s.MAX_BATCH} submissions, not {len(items)}",
+                "submissions",
+                limit=s.MAX_BATCH,
+            )
         key = creation.check_idempotency_key(request.headers.get("Idempotency-Key"))
-        body, replayed = batch.create_batch(request.user, request.auth, items, key,
-                                            creation.request_fingerprint(request.data),
-                                            lambda submission: _jsonable(submission_body(submission, request.user)))
+        body, replayed = batch.create_batch(
+            request.user,
+            request.auth,
+            items,
+            key,
+            creation.request_fingerprint(request.data),
+            lambda submission: _jsonable(submission_body(submission, request.user)),
+        )
         return Response(body, headers={"Idempotent-Replayed": "true"} if replayed else None)
 
 

@@ -122,7 +122,9 @@ def parse_wait(raw: str) -> float:
     except ValueError:
         seconds = -1.0
     if not 0 <= seconds <= limit:  # NaN fails this too
-        raise ApiError("invalid_wait", f"wait must be a number of seconds from 0 to {limit:g}, not {raw!r}", "wait")
+        raise ApiError(
+            "invalid_wait", f"wait must be a number of seconds from 0 to {limit:g}, not {raw!r}", "wait"
+        )
     return seconds
 
 

@@ -72,12 +72,21 @@ def summary(evaluation: Evaluation) -> dict[str, Any]:
     submission = evaluation.submission
     facts = (evaluation.status, evaluation.evaluator_status, evaluation.message, evaluation.report)
     return {
-        "event": "evaluation.finished", "submission_id": submission.pk, "evaluation_id": evaluation.pk,
-        "problem": submission.problem.name, "gpu_type": evaluation.gpu_type.key, "mode": evaluation.mode,
-        "run_number": evaluation.run_number, "status": evaluation.status,
-        "evaluator_status": evaluation.evaluator_status, "message": public_message(*facts), **public_summary(*facts),
-        "score": evaluation.score, "rank_eligible": evaluation.rank_eligible,
-        "provisional": is_provisional(evaluation), "not_ranked_reason": not_ranked_reason(evaluation, private=False),
+        "event": "evaluation.finished",
+        "submission_id": submission.pk,
+        "evaluation_id": evaluation.pk,
+        "problem": submission.problem.name,
+        "gpu_type": evaluation.gpu_type.key,
+        "mode": evaluation.mode,
+        "run_number": evaluation.run_number,
+        "status": evaluation.status,
+        "evaluator_status": evaluation.evaluator_status,
+        "message": public_message(*facts),
+        **public_summary(*facts),
+        "score": evaluation.score,
+        "rank_eligible": evaluation.rank_eligible,
+        "provisional": is_provisional(evaluation),
+        "not_ranked_reason": not_ranked_reason(evaluation, private=False),
         "finished_at": evaluation.finished_at.isoformat() if evaluation.finished_at else None,
         # Absolute (SITE_URL): the receiver is another program, which cannot resolve a path alone.
         "url": f"{settings.SITE_URL}/api/submissions/{submission.pk}",
@@ -87,13 +96,20 @@ def summary(evaluation: Evaluation) -> dict[str, Any]:
 
 @receiver(evaluation_finished, dispatch_uid="leaderboard.api.webhooks.owe_delivery")
 def owe_delivery(sender: Any, evaluation: Evaluation, **kwargs: Any) -> None:
-    origin = SubmissionOrigin.objects.filter(submission_id=evaluation.submission_id).select_related("token").first()
+    origin = (
+        SubmissionOrigin.objects.filter(submission_id=evaluation.submission_id)
+        .select_related("token")
+        .first()
+    )
     token = origin.token if origin else None
     if token is None or not token.callback_url or not token.active:
         return
     evaluation = Evaluation.objects.select_related("submission__problem", "gpu_type").get(pk=evaluation.pk)
     delivery, created = WebhookDelivery.objects.get_or_create(
-        evaluation=evaluation, token=token, defaults={"url": token.callback_url, "payload": summary(evaluation)})
+        evaluation=evaluation,
+        token=token,
+        defaults={"url": token.callback_url, "payload": summary(evaluation)},
+    )
     if created:
         transaction.on_commit(lambda: queue_delivery(delivery.pk), robust=True)
 

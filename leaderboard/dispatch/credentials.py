@@ -44,7 +44,9 @@ def check_node_name(node: str) -> str:
     try:
         control_queue(node)
     except ValueError:
-        raise CredentialRefused(f"{node!r} is not a runner node name (letters, digits, '-', '_', '.')") from None
+        raise CredentialRefused(
+            f"{node!r} is not a runner node name (letters, digits, '-', '_', '.')"
+        ) from None
     return node
 
 

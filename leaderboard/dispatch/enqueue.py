@@ -155,7 +155,9 @@ def hand_to_broker(evaluation_id: int) -> bool:
         ).update(enqueued_at=timezone.now())
         if not claimed:
             return False
-        evaluation = Evaluation.objects.select_related("submission__problem", "gpu_type").get(pk=evaluation_id)
+        evaluation = Evaluation.objects.select_related("submission__problem", "gpu_type").get(
+            pk=evaluation_id
+        )
         retired = retired_version(evaluation)
         if retired:  # no runner has that version's problem any more: say so now, not after a job
             evaluation.transition(S.ERROR, expected=(S.QUEUED,), message=retired)

@@ -109,7 +109,9 @@ def _check_time(credential: RunnerCredential, ts: int) -> None:
     skew = time.time() - ts
     if abs(skew) > window_seconds():
         when = "old" if skew > 0 else "in the future"
-        raise AuthFailure("stale", f"sent {abs(skew):.0f}s {when}, the window is {window_seconds()}s", credential)
+        raise AuthFailure(
+            "stale", f"sent {abs(skew):.0f}s {when}, the window is {window_seconds()}s", credential
+        )
 
 
 def _remember_nonce(credential: RunnerCredential, nonce: str) -> None:

@@ -42,7 +42,11 @@ def record_started(message: JobStarted) -> str:
     if evaluation is None:
         return "unknown evaluation"
     if str(evaluation.job_id) != message.job_id or evaluation.is_terminal or evaluation.cancel_requested:
-        reason = "stale delivery" if str(evaluation.job_id) != message.job_id else f"evaluation is {evaluation.status}"
+        reason = (
+            "stale delivery"
+            if str(evaluation.job_id) != message.job_id
+            else f"evaluation is {evaluation.status}"
+        )
         send_control(message.runner, message.evaluation_id, message.job_id, reason)
         return reason
     node = runner_node(message.runner)
@@ -142,18 +146,25 @@ def requeue_or_fail(evaluation: Evaluation, why: str, log_text: str = "") -> str
         return "stored error" if done else "ignored: status changed meanwhile"
     new_job = uuid.uuid4()
     if evaluation.status == S.RUNNING:
-        done = evaluation.transition(S.QUEUED, expected=(S.RUNNING,), job_id=new_job, message=f"requeued: {why}")
+        done = evaluation.transition(
+            S.QUEUED, expected=(S.RUNNING,), job_id=new_job, message=f"requeued: {why}"
+        )
     else:  # released before it started: a new job id and back to the site's waiting list
-        done = bool(Evaluation.objects.filter(pk=evaluation.pk, status=S.QUEUED, job_id=evaluation.job_id).update(
-            job_id=new_job, enqueued_at=None, runner=None, message=f"requeued: {why}"))
+        done = bool(
+            Evaluation.objects.filter(pk=evaluation.pk, status=S.QUEUED, job_id=evaluation.job_id).update(
+                job_id=new_job, enqueued_at=None, runner=None, message=f"requeued: {why}"
+            )
+        )
     if done:
         user_id, gpu_type_id = evaluation.submission.user_id, evaluation.gpu_type_id
-        transaction.on_commit(lambda: release_pending(user_id=user_id, gpu_type_ids=[gpu_type_id]), robust=True)
+        transaction.on_commit(
+            lambda: release_pending(user_id=user_id, gpu_type_ids=[gpu_type_id]), robust=True
+        )
     return "requeued" if done else "ignored: status changed meanwhile"
 
 
 def _after_terminal(evaluation_id: int) -> None:
-    from leaderboard.rankings import refresh_rankings_for
+    from leaderboard.ranking_maintenance import refresh_rankings_for
 
     evaluation = Evaluation.objects.select_related("submission").get(pk=evaluation_id)
     refresh_rankings_for(evaluation)
@@ -163,7 +174,11 @@ def _after_terminal(evaluation_id: int) -> None:
 def record_heartbeat(beat: Heartbeat) -> RunnerNode:
     """Upsert the runner's row; the time of contact is when the site received it (no clock skew)."""
     gpu_type, count = _gpu_type_of(beat)
-    current = Evaluation.objects.filter(pk=beat.current_evaluation_id).first() if beat.current_evaluation_id else None
+    current = (
+        Evaluation.objects.filter(pk=beat.current_evaluation_id).first()
+        if beat.current_evaluation_id
+        else None
+    )
     node, _ = RunnerNode.objects.update_or_create(name=beat.runner, defaults={
         "hostname": beat.hostname, "gpu_type": gpu_type, "gpu_count": count,
         "gpus": [gpu.model_dump(mode="json") for gpu in beat.gpus], "queues": beat.queues,

@@ -1,9 +1,9 @@
-"""Storing a completed report: the site's verdict, its ShapeResults, its score (judge.py); and a
+"""Storing a completed report: the site's verdict, its ShapeResults, its score (report_verdict.py); and a
 provisional one (before the witness), kept aside and never ranked.
 
 The report is stored as the site judged it: its SOL figures, problem score, eligibility and
 ``witnessed`` replaced by the site's own, so no stored copy carries a figure the site did not
-compute. A refused report (judge.Refused) ends as ``rejected`` with the reason, no score and no
+compute. A refused report (report_verdict.Refused) ends as ``rejected`` with the reason, no score and no
 shape rows; its measurements stay in the stored report for review.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 from django.utils import timezone
 
 from evaluator.report import EvaluationReport, ShapeReport, Status
-from leaderboard.dispatch.judge import Judgement, Refused, judge
+from leaderboard.dispatch.report_verdict import Judgement, Refused, judge
 from leaderboard.models import Evaluation, EvaluationStatus, Shape, ShapeResult
 from solboard_common.protocol import JobProvisional, JobResult
 
@@ -36,10 +36,17 @@ def store_report(evaluation: Evaluation, result: JobResult) -> str:
         return _store_refusal(evaluation, result, str(refusal))
     as_judged = _as_judged(report, judgement)
     done = evaluation.transition(
-        judgement.verdict, expected=(S.RUNNING,), evaluator_status=report.status.value,
-        message=report.message[:10000], report=json_safe(as_judged.model_dump(mode="json")), log=(report.log or result.log),
-        score=judgement.score, rank_eligible=judgement.rank_eligible, flags=report.flags,
-        features_met=features_met(report), provisional_report=None,
+        judgement.verdict,
+        expected=(S.RUNNING,),
+        evaluator_status=report.status.value,
+        message=report.message[:10000],
+        report=json_safe(as_judged.model_dump(mode="json")),
+        log=(report.log or result.log),
+        score=judgement.score,
+        rank_eligible=judgement.rank_eligible,
+        flags=report.flags,
+        features_met=features_met(report),
+        provisional_report=None,
     )
     if not done:
         return "ignored: status changed meanwhile"
@@ -74,9 +81,16 @@ def _store_refusal(evaluation: Evaluation, result: JobResult, why: str) -> str:
     refused = report.model_copy(update={"shapes": shapes, "problem_score": None, "rank_eligible": False,
                                         "witnessed": False})
     done = evaluation.transition(
-        S.REJECTED, expected=(S.RUNNING,), evaluator_status=Status.REJECTED.value,
-        message=f"the site refused the runner's report: {why}"[:10000], report=json_safe(refused.model_dump(mode="json")),
-        log=(report.log or result.log), score=None, rank_eligible=False, flags=report.flags, provisional_report=None,
+        S.REJECTED,
+        expected=(S.RUNNING,),
+        evaluator_status=Status.REJECTED.value,
+        message=f"the site refused the runner's report: {why}"[:10000],
+        report=json_safe(refused.model_dump(mode="json")),
+        log=(report.log or result.log),
+        score=None,
+        rank_eligible=False,
+        flags=report.flags,
+        provisional_report=None,
     )
     return "stored rejected" if done else "ignored: status changed meanwhile"
 
@@ -103,10 +117,23 @@ def features_met(report: EvaluationReport) -> bool | None:
 
 
 def _as_judged(report: EvaluationReport, judgement: Judgement) -> EvaluationReport:
-    shapes = [item.model_copy(update={"sol": judgement.figures.get(item.shape_id),
-                                      "ranked_time": judgement.ranked.get(item.shape_id)}) for item in report.shapes]
-    return report.model_copy(update={"shapes": shapes, "problem_score": judgement.score,
-                                     "rank_eligible": judgement.rank_eligible, "witnessed": judgement.witnessed})
+    shapes = [
+        item.model_copy(
+            update={
+                "sol": judgement.figures.get(item.shape_id),
+                "ranked_time": judgement.ranked.get(item.shape_id),
+            }
+        )
+        for item in report.shapes
+    ]
+    return report.model_copy(
+        update={
+            "shapes": shapes,
+            "problem_score": judgement.score,
+            "rank_eligible": judgement.rank_eligible,
+            "witnessed": judgement.witnessed,
+        }
+    )
 
 
 def _store_shapes(evaluation: Evaluation, report: EvaluationReport, shapes: dict[str, Shape],
@@ -121,15 +148,29 @@ def _store_shapes(evaluation: Evaluation, report: EvaluationReport, shapes: dict
 def _shape_row(evaluation: Evaluation, shape: Shape, item: ShapeReport, judgement: Judgement) -> ShapeResult:
     timing, baseline, sol, ranked = item.timing, item.baseline_timing, item.sol, item.ranked_time
     row = ShapeResult(
-        evaluation=evaluation, shape=shape, status=item.status.value, correct=item.status is Status.PASSED,
-        message=item.message[:10000], checks=json_safe([check.model_dump(mode="json") for check in item.checks]),
-        errors=json_safe({check.trial: {k: v.model_dump(mode="json") for k, v in check.errors.items()}
-                          for check in item.checks if not check.passed}),
+        evaluation=evaluation,
+        shape=shape,
+        status=item.status.value,
+        correct=item.status is Status.PASSED,
+        message=item.message[:10000],
+        checks=json_safe([check.model_dump(mode="json") for check in item.checks]),
+        errors=json_safe(
+            {
+                check.trial: {k: v.model_dump(mode="json") for k, v in check.errors.items()}
+                for check in item.checks
+                if not check.passed
+            }
+        ),
         telemetry={"before": _dump(item.telemetry_before), "after": _dump(item.telemetry_after)},
         profile=_dump(item.profile),
     )
     if timing is not None:
-        row.median_us, row.mean_us, row.min_us, row.max_us = timing.median_us, timing.mean_us, timing.min_us, timing.max_us
+        row.median_us, row.mean_us, row.min_us, row.max_us = (
+            timing.median_us,
+            timing.mean_us,
+            timing.min_us,
+            timing.max_us,
+        )
         row.std_us, row.n, row.timing_method = timing.std_us, timing.n, timing.method
         row.ci95_low_us, row.ci95_high_us = timing.ci95_low_us, timing.ci95_high_us
     if baseline is not None:

@@ -51,7 +51,9 @@ def stale_after() -> timedelta:
 def lost_running() -> list[Evaluation]:
     """Running evaluations whose runner is gone, or alive but busy with something else."""
     stale = timezone.now() - stale_after()
-    gone = Q(runner__isnull=True) | Q(runner__last_heartbeat__isnull=True) | Q(runner__last_heartbeat__lt=stale)
+    gone = (
+        Q(runner__isnull=True) | Q(runner__last_heartbeat__isnull=True) | Q(runner__last_heartbeat__lt=stale)
+    )
     running = (Evaluation.objects.filter(status=S.RUNNING, started_at__lt=stale)
                .select_related("submission", "runner", "gpu_type"))
     alive = running.filter(runner__isnull=False, runner__last_heartbeat__gte=stale)
@@ -77,7 +79,9 @@ def forget_old_handovers() -> int:
     """Queued in the broker for too long: draw a new job id and let release_pending resend it."""
     cutoff = timezone.now() - broker_wait_max()
     forgotten = 0
-    for pk, job_id in Evaluation.objects.filter(status=S.QUEUED, enqueued_at__lt=cutoff).values_list("pk", "job_id"):
+    for pk, job_id in Evaluation.objects.filter(status=S.QUEUED, enqueued_at__lt=cutoff).values_list(
+        "pk", "job_id"
+    ):
         forgotten += Evaluation.objects.filter(pk=pk, status=S.QUEUED, job_id=job_id).update(
             job_id=uuid.uuid4(), enqueued_at=None, message="handed to the broker again: not started in time")
     return forgotten

@@ -13,7 +13,9 @@ class SubmissionOrigin(models.Model):
     """The token (and the agent it named) a submission was made with, copied at submission time
     so a later change or revocation of the token does not rewrite history."""
 
-    submission = models.OneToOneField("leaderboard.Submission", on_delete=models.CASCADE, related_name="origin")
+    submission = models.OneToOneField(
+        "leaderboard.Submission", on_delete=models.CASCADE, related_name="origin"
+    )
     token = models.ForeignKey(
         "leaderboard.ApiToken", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -44,7 +46,9 @@ class IdempotencyRecord(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["user", "key"], name="idempotency_key_unique_per_user")]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "key"], name="idempotency_key_unique_per_user")
+        ]
 
     def __str__(self) -> str:
         return f"{self.user_id}:{self.key} -> {self.endpoint}"
@@ -59,7 +63,9 @@ class WebhookDelivery(models.Model):
         FAILED = "failed"
 
     evaluation = models.ForeignKey("leaderboard.Evaluation", on_delete=models.CASCADE, related_name="+")
-    token = models.ForeignKey("leaderboard.ApiToken", on_delete=models.CASCADE, related_name="webhook_deliveries")
+    token = models.ForeignKey(
+        "leaderboard.ApiToken", on_delete=models.CASCADE, related_name="webhook_deliveries"
+    )
     url = models.URLField(max_length=500)
     payload = models.JSONField()
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
@@ -75,7 +81,9 @@ class WebhookDelivery(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["evaluation", "token"], name="webhook_one_delivery_per_evaluation"),
+            models.UniqueConstraint(
+                fields=["evaluation", "token"], name="webhook_one_delivery_per_evaluation"
+            ),
         ]
         indexes = [models.Index(fields=["state", "next_attempt_at"], name="webhook_due_idx")]
 

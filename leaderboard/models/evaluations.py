@@ -57,7 +57,9 @@ Mode = models.TextChoices("Mode", [(mode.upper(), mode) for mode in MODES])  # T
 
 
 class Evaluation(models.Model):
-    submission = models.ForeignKey("leaderboard.Submission", on_delete=models.CASCADE, related_name="evaluations")
+    submission = models.ForeignKey(
+        "leaderboard.Submission", on_delete=models.CASCADE, related_name="evaluations"
+    )
     gpu_type = models.ForeignKey("leaderboard.GpuType", on_delete=models.PROTECT, related_name="evaluations")
     mode = models.CharField(max_length=8, choices=Mode.choices)
     run_number = models.PositiveIntegerField(default=1, help_text="A re-run is a new row.")
@@ -95,7 +97,9 @@ class Evaluation(models.Model):
     #: ShapeResults are the final result's alone).
     provisional_report = models.JSONField(null=True, blank=True,
                                           help_text="Before the witness; shown while running, never ranked.")
-    provisional_at = models.DateTimeField(null=True, blank=True, help_text="When the provisional report came.")
+    provisional_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the provisional report came."
+    )
     #: GPU time its job used (``leaderboard/gpu_time.py``): the seconds the job held its GPUs, by
     #: the runner's clock bounded by the site's, times the GPU count. Null until a runner's result
     #: ended it (and for evaluations the sweeper ended: no runner reported).
@@ -162,9 +166,16 @@ class Evaluation(models.Model):
             return
         with transaction.atomic():
             current = (
-                Evaluation.objects.select_for_update().filter(pk=self.pk).values_list("status", flat=True).first()
+                Evaluation.objects.select_for_update()
+                .filter(pk=self.pk)
+                .values_list("status", flat=True)
+                .first()
             )
-            if current is not None and current != self.status and not transition_allowed(current, self.status):
+            if (
+                current is not None
+                and current != self.status
+                and not transition_allowed(current, self.status)
+            ):
                 raise IllegalTransition(
                     f"evaluation {self.pk}: {current} -> {self.status} is not allowed "
                     "(a terminal status never changes; re-run as a new evaluation)"

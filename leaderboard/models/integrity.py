@@ -14,7 +14,9 @@ from django.utils import timezone
 
 
 class Withdrawal(models.Model):
-    evaluation = models.OneToOneField("leaderboard.Evaluation", on_delete=models.CASCADE, related_name="withdrawal")
+    evaluation = models.OneToOneField(
+        "leaderboard.Evaluation", on_delete=models.CASCADE, related_name="withdrawal"
+    )
     withdrawn_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )

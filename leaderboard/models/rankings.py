@@ -10,7 +10,7 @@ class RankingTrack(models.TextChoices):
     """Which results a ranking admits; each user holds at most one row per track.
 
     ``all``: every rank-eligible result. ``features``: those that meet the problem's required
-    architecture features on the GPU type's target (``leaderboard.rankings.meets_features``).
+    architecture features on the GPU type's target (``leaderboard.ranking_maintenance.meets_features``).
     """
 
     ALL = "all"
@@ -32,13 +32,19 @@ class RankingEntry(models.Model):
     current version's by default and an older one's on request; nothing is deleted.
     """
 
-    problem = models.ForeignKey("leaderboard.Problem", on_delete=models.CASCADE, related_name="ranking_entries")
+    problem = models.ForeignKey(
+        "leaderboard.Problem", on_delete=models.CASCADE, related_name="ranking_entries"
+    )
     problem_version = models.PositiveIntegerField(help_text="The submission's catalogue version.")
-    gpu_type = models.ForeignKey("leaderboard.GpuType", on_delete=models.CASCADE, related_name="ranking_entries")
+    gpu_type = models.ForeignKey(
+        "leaderboard.GpuType", on_delete=models.CASCADE, related_name="ranking_entries"
+    )
     shape = models.ForeignKey(
         "leaderboard.Shape", on_delete=models.CASCADE, null=True, blank=True, related_name="ranking_entries"
     )
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ranking_entries")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ranking_entries"
+    )
     submission = models.ForeignKey("leaderboard.Submission", on_delete=models.CASCADE, related_name="+")
     evaluation = models.ForeignKey("leaderboard.Evaluation", on_delete=models.CASCADE, related_name="+")
     score = models.FloatField()
@@ -60,7 +66,9 @@ class RankingEntry(models.Model):
                 condition=models.Q(shape__isnull=False),
                 name="ranking_one_shape_row_per_user",
             ),
-            models.CheckConstraint(condition=models.Q(track__in=RankingTrack.values), name="ranking_track_valid"),
+            models.CheckConstraint(
+                condition=models.Q(track__in=RankingTrack.values), name="ranking_track_valid"
+            ),
         ]
         indexes = [
             models.Index(
@@ -68,7 +76,15 @@ class RankingEntry(models.Model):
                 name="ranking_by_score_idx",
             ),
             models.Index(
-                fields=["problem", "problem_version", "gpu_type", "shape", "track", "median_us", "submitted_at"],
+                fields=[
+                    "problem",
+                    "problem_version",
+                    "gpu_type",
+                    "shape",
+                    "track",
+                    "median_us",
+                    "submitted_at",
+                ],
                 name="ranking_by_time_idx",
             ),
         ]

@@ -33,13 +33,19 @@ class ReferenceLine(models.Model):
         COMPILED = "compiled", "the baseline under torch.compile"
         LIBRARY = "library", "a library's kernel"
 
-    problem = models.ForeignKey("leaderboard.Problem", on_delete=models.CASCADE, related_name="reference_lines")
+    problem = models.ForeignKey(
+        "leaderboard.Problem", on_delete=models.CASCADE, related_name="reference_lines"
+    )
     problem_version = models.PositiveIntegerField(help_text="The catalogue version it was measured against.")
-    gpu_type = models.ForeignKey("leaderboard.GpuType", on_delete=models.CASCADE, related_name="reference_lines")
+    gpu_type = models.ForeignKey(
+        "leaderboard.GpuType", on_delete=models.CASCADE, related_name="reference_lines"
+    )
     label = models.SlugField(max_length=32, help_text="eager, torch_compile, liger, flash_attn, ...")
     title = models.CharField(max_length=200)
     kind = models.CharField(max_length=16, choices=Kind.choices)
-    source_path = models.CharField(max_length=255, help_text="The source (or its template) in the repository.")
+    source_path = models.CharField(
+        max_length=255, help_text="The source (or its template) in the repository."
+    )
     source_sha256 = models.CharField(max_length=64, help_text="Of the source submitted.")
     package = models.CharField(max_length=64, blank=True, help_text="The library's pip name, if any.")
     url = models.URLField(blank=True)

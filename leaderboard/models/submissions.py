@@ -23,7 +23,9 @@ def sha256_text(text: str) -> str:
 #: How the site names each language; the codes themselves are the evaluator's (a new one without a
 #: label here stops the site at import).
 LANGUAGE_LABELS = {"python": "Python", "ptx": "PTX", "cuda": "CUDA C++"}
-Language = models.TextChoices("Language", [(code.upper(), (code, LANGUAGE_LABELS[code])) for code in LANGUAGES])
+Language = models.TextChoices(
+    "Language", [(code.upper(), (code, LANGUAGE_LABELS[code])) for code in LANGUAGES]
+)
 
 
 class Submission(models.Model):
@@ -50,7 +52,9 @@ class Submission(models.Model):
                 condition=models.Q(language__in=Language.values), name="submission_language_valid"
             ),
         ]
-        indexes = [models.Index(fields=["user", "problem", "-created_at"], name="submission_user_problem_idx")]
+        indexes = [
+            models.Index(fields=["user", "problem", "-created_at"], name="submission_user_problem_idx")
+        ]
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.problem_id} by {self.user_id}"

@@ -3,7 +3,7 @@ above, the baseline as a reference row, the measured reference lines (leaderboar
 as labelled rows that take no rank, one board per shape, and the provisional results.
 
 Every board is a fixed number of queries whatever its length (tests/leaderboard/test_web_queries.py counts
-them): the ranking rows (one indexed query, ``leaderboard.rankings``), then one query for the
+them): the ranking rows (one indexed query, ``leaderboard.ranking_maintenance``), then one query for the
 per-shape figures of every row shown.
 
 Every board shows one catalogue version of the problem (``version``; default the current one): each
@@ -37,7 +37,7 @@ from leaderboard.models import (
     Shape,
     ShapeResult,
 )
-from leaderboard.rankings import ranking_rows
+from leaderboard.ranking_maintenance import ranking_rows
 from leaderboard.reference_lines import LineRow, line_rows
 from leaderboard.web.agents import agents_of
 from leaderboard.web.sol import shape_sol
@@ -116,8 +116,11 @@ def board_shapes(problem: Problem, gpu: GpuType, version: int | None = None) -> 
 
 def shape_figures(evaluation_ids: Iterable[int]) -> dict[int, list[ShapeFigures]]:
     """Passed per-shape results of these evaluations, in one query."""
-    rows = ShapeResult.objects.filter(evaluation_id__in=list(evaluation_ids), status=Status.PASSED).values_list(
-        "evaluation_id", "shape_id", "median_us", "speedup", "sol_fraction", "baseline_median_us", "score")
+    rows = ShapeResult.objects.filter(
+        evaluation_id__in=list(evaluation_ids), status=Status.PASSED
+    ).values_list(
+        "evaluation_id", "shape_id", "median_us", "speedup", "sol_fraction", "baseline_median_us", "score"
+    )
     figures: dict[int, list[ShapeFigures]] = defaultdict(list)
     for evaluation_id, *values in rows:
         figures[evaluation_id].append(ShapeFigures(*values))
@@ -150,7 +153,9 @@ def problem_board(problem: Problem, gpu: GpuType, require_features: bool = False
     baseline = baseline_times(figures)
     sol = {shape.pk: shape_sol(problem, shape, gpu).t_sol_us for shape in shapes}
     fractions = [_fraction(sol.get(pk), baseline.get(pk)) for pk in ids]
-    reference = BoardRow(kind="baseline", score=0.5, speedup=1.0, sol_fraction=geomean(fractions) if ids else None)
+    reference = BoardRow(
+        kind="baseline", score=0.5, speedup=1.0, sol_fraction=geomean(fractions) if ids else None
+    )
     rows = _insert(rows, reference, key=lambda row: -(row.score or 0.0))
     for line in _reference_rows(line_rows(problem, gpu, version, ids) if lines is None else lines):
         rows = _insert(rows, line, key=lambda row: -(row.score or 0.0))
@@ -190,8 +195,11 @@ def _with_gaps(rows: list[BoardRow]) -> list[BoardRow]:
         if row.kind != "ranked":
             continue
         if above is not None:
-            row.gap = (row.median_us - above.median_us if row.median_us is not None and above.median_us is not None
-                       else (above.score or 0.0) - (row.score or 0.0))
+            row.gap = (
+                row.median_us - above.median_us
+                if row.median_us is not None and above.median_us is not None
+                else (above.score or 0.0) - (row.score or 0.0)
+            )
         above = row
     return rows
 
@@ -221,8 +229,15 @@ def shape_boards(problem: Problem, gpu: GpuType, require_features: bool = False,
             for shape in shapes]
 
 
-def _shape_board(problem: Problem, gpu: GpuType, shape: Shape, entries: list[RankingEntry],
-                 figures: dict[int, list[ShapeFigures]], agents: dict[int, str], lines: list[LineRow]) -> Board:
+def _shape_board(
+    problem: Problem,
+    gpu: GpuType,
+    shape: Shape,
+    entries: list[RankingEntry],
+    figures: dict[int, list[ShapeFigures]],
+    agents: dict[int, str],
+    lines: list[LineRow],
+) -> Board:
     t_sol_us = shape_sol(problem, shape, gpu).t_sol_us
     rows = []
     for entry in entries:
@@ -264,11 +279,18 @@ def provisional_rows(problem: Problem, gpu: GpuType, limit: int = PROVISIONAL_RO
     A flagged or withdrawn result is not provisional (see the integrity log); neither is a
     rank-eligible one (it is on the board)."""
     evaluations = list(
-        Evaluation.objects.filter(submission__problem=problem, submission__problem_version=version or problem.version,
-                                  gpu_type=gpu, mode=Mode.RANKED, status=EvaluationStatus.PASSED,
-                                  rank_eligible=False, withdrawal__isnull=True)
+        Evaluation.objects.filter(
+            submission__problem=problem,
+            submission__problem_version=version or problem.version,
+            gpu_type=gpu,
+            mode=Mode.RANKED,
+            status=EvaluationStatus.PASSED,
+            rank_eligible=False,
+            withdrawal__isnull=True,
+        )
         .exclude(submission__user__username=REFERENCE_USER)  # reference lines have their own rows
-        .select_related("submission__user").defer("report", "log", "submission__source")
+        .select_related("submission__user")
+        .defer("report", "log", "submission__source")
         .order_by("-finished_at", "-id")[: limit * 3]
     )
     unflagged = [evaluation for evaluation in evaluations if not evaluation.flags][:limit]
@@ -279,7 +301,9 @@ def provisional_rows(problem: Problem, gpu: GpuType, limit: int = PROVISIONAL_RO
                            agents.get(evaluation.submission_id, "")) for evaluation in unflagged]
 
 
-def _provisional_score(evaluation: Evaluation, figures: dict[int, list[ShapeFigures]], ids: set[int]) -> float | None:
+def _provisional_score(
+    evaluation: Evaluation, figures: dict[int, list[ShapeFigures]], ids: set[int]
+) -> float | None:
     """The stored score; else, when every shape of the score passed with one, the problem score the
     site computes from them (``scoring.problem_score``: the same floor on a shape that scored 0)."""
     if evaluation.score is not None:

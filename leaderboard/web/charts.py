@@ -121,7 +121,9 @@ def _step_points(records: list[ScorePoint], until: datetime, x: Scale, y: Scale)
     return points
 
 
-def history_chart(records: list[ScorePoint], trends: dict[str, list[ScorePoint]], now: datetime) -> Chart | None:
+def history_chart(
+    records: list[ScorePoint], trends: dict[str, list[ScorePoint]], now: datetime
+) -> Chart | None:
     """Record line plus one best-so-far line per user in ``trends``; None when nothing ranked yet."""
     if not records:
         return None
@@ -137,9 +139,14 @@ def history_chart(records: list[ScorePoint], trends: dict[str, list[ScorePoint]]
                for index, (user, points) in enumerate(trends.items()) if points]
     span = now.timestamp() - start
     label = "%Y-%m-%d" if span >= DATE_ONLY_SPAN_S else "%m-%d %H:%M"
-    x_ticks = [Tick(x(start + span * i / 4), datetime.fromtimestamp(start + span * i / 4, tz=now.tzinfo).strftime(label),
-                    "end" if i == 4 else "start" if i == 0 else "middle")
-               for i in range(5)]
+    x_ticks = [
+        Tick(
+            x(start + span * i / 4),
+            datetime.fromtimestamp(start + span * i / 4, tz=now.tzinfo).strftime(label),
+            "end" if i == 4 else "start" if i == 0 else "middle",
+        )
+        for i in range(5)
+    ]
     y_ticks = [Tick(y(value), f"{value:.2f}") for value in (0.0, 0.25, 0.5, 0.75, 1.0)]
     return Chart(series, x_ticks, y_ticks, "submitted", "score S")
 
@@ -176,8 +183,16 @@ def roofline_chart(points: list[RooflinePoint], peak_tflops: float, hbm_tbps: fl
     x, y = _x_scale(x_low, x_high, log=True), _y_scale(y_low, y_high, log=True)
     roof = Series("roof", "roof", _polyline([(x(x_low), y(x_low * hbm_tbps)), (x(ridge), y(peak_tflops)),
                                               (x(x_high), y(peak_tflops))]))
-    shapes = Series("shapes", "shapes", "", [Marker(x(p.intensity), y(p.tflops),
-                                                     f"{p.label}: {p.tflops:.3g} TFLOP/s at {p.intensity:.3g} flop/B")
-                                              for p in shown])
+    shapes = Series(
+        "shapes",
+        "shapes",
+        "",
+        [
+            Marker(
+                x(p.intensity), y(p.tflops), f"{p.label}: {p.tflops:.3g} TFLOP/s at {p.intensity:.3g} flop/B"
+            )
+            for p in shown
+        ],
+    )
     return Chart([roof, shapes], _decade_ticks(x_low, x_high, x), _decade_ticks(y_low, y_high, y),
                  "arithmetic intensity (flop/byte)", "TFLOP/s")

@@ -39,7 +39,9 @@ def _rendered(path: Path, mtime: float) -> tuple[str, str]:
     text = path.read_text(encoding="utf-8")
     heading = re.search(r"^#\s+(.+)$", text, re.MULTILINE)
     html = MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
-    return (heading.group(1).strip("` ") if heading else path.stem), DOC_LINK.sub(r'href="/docs/\1.md\2"', html)
+    return (heading.group(1).strip("` ") if heading else path.stem), DOC_LINK.sub(
+        r'href="/docs/\1.md\2"', html
+    )
 
 
 def rendered(path: Path) -> tuple[str, str]:

@@ -22,9 +22,15 @@ ORDER = (F("submission__created_at").asc(), F("id").asc())
 
 def ranked_results(problem: Problem, gpu: GpuType, version: int | None = None) -> QuerySet[Evaluation]:
     """Rank-eligible results of one catalogue version (default: the current one)."""
-    return Evaluation.objects.filter(submission__problem=problem, submission__problem_version=version or problem.version,
-                                     gpu_type=gpu, mode=Mode.RANKED, status=EvaluationStatus.PASSED,
-                                     rank_eligible=True, score__isnull=False)
+    return Evaluation.objects.filter(
+        submission__problem=problem,
+        submission__problem_version=version or problem.version,
+        gpu_type=gpu,
+        mode=Mode.RANKED,
+        status=EvaluationStatus.PASSED,
+        rank_eligible=True,
+        score__isnull=False,
+    )
 
 
 def records(problem: Problem, gpu: GpuType, version: int | None = None) -> list[ScorePoint]:

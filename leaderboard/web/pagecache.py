@@ -119,8 +119,12 @@ def plan_for(request: HttpRequest) -> Plan | None:
                "wsgi.url_scheme": request.scheme, REBUILD_MARK: "1"}
     max_age = (settings.SOLBOARD_WEB_PAGE_SECONDS if match.url_name in VERSIONED_ONLY
                else settings.SOLBOARD_WEB_CACHE_SECONDS)
-    return Plan(f"web:page:{request.scheme}:{match.url_name}:{name or ''}?{query}", version_keys(name), environ,
-                max_age)
+    return Plan(
+        f"web:page:{request.scheme}:{match.url_name}:{name or ''}?{query}",
+        version_keys(name),
+        environ,
+        max_age,
+    )
 
 
 def _anonymous(request: HttpRequest) -> bool:
@@ -147,7 +151,9 @@ def lookup(plan: Plan) -> Lookup:
         return Lookup(None, version)
     if entry["version"] != version and not rebuilds_on_worker():
         return Lookup(None, version)  # development: the visitor after a result sees it (built in the request)
-    if not plan.fresh(entry, version) and shared_cache().add(f"{plan.key}:rebuilding", 1, REBUILD_LOCK_SECONDS):
+    if not plan.fresh(entry, version) and shared_cache().add(
+        f"{plan.key}:rebuilding", 1, REBUILD_LOCK_SECONDS
+    ):
         rebuild_later(plan, version)
     return Lookup(_response(entry, time.time() - entry["built_at"]), version)
 
@@ -190,12 +196,14 @@ def send_rebuild(plan: Plan, version: str) -> None:
     from leaderboard.dispatch.enqueue import celery_app
 
     if not shared_cache().add(f"{plan.key}:asked", 1, ASKED_SECONDS):
-        _log.warning("the site worker has not rebuilt %s in %s s; building it here", plan.key, REBUILD_LOCK_SECONDS)
+        _log.warning(
+            "the site worker has not rebuilt %s in %s s; building it here", plan.key, REBUILD_LOCK_SECONDS
+        )
         rebuild_here(plan, version)
         return
     try:
         celery_app().send_task(REBUILD_TASK, args=[page_message(plan)])
-    except Exception:  # noqa: BLE001  (kombu's connection errors vary by transport)
+    except Exception:  # kombu's connection errors vary by transport
         _log.warning("could not queue the rebuild of %s for the site worker; building it here", plan.key,
                      exc_info=True)
         rebuild_here(plan, version)
@@ -215,8 +223,12 @@ def plan_of_message(message: Any) -> Plan | None:
     anonymous GET of a cacheable page with only the parameters it reads, on an allowed host);
     None for anything else."""
     fields = ("scheme", "host", "path", "query")
-    if not isinstance(message, dict) or set(message) != set(fields) \
-            or not all(isinstance(message[name], str) for name in fields) or message["scheme"] not in ("http", "https"):
+    if (
+        not isinstance(message, dict)
+        or set(message) != set(fields)
+        or not all(isinstance(message[name], str) for name in fields)
+        or message["scheme"] not in ("http", "https")
+    ):
         return None
     environ = {"REQUEST_METHOD": "GET", "PATH_INFO": message["path"], "QUERY_STRING": message["query"],
                "HTTP_HOST": message["host"], "SERVER_NAME": "rebuild", "SERVER_PORT": "0",
@@ -300,12 +312,16 @@ class AnonymousPageCacheASGI:
     def __init__(self, application: Callable[..., Awaitable[None]]) -> None:
         self.application = application
 
-    async def __call__(self, scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+    async def __call__(
+        self, scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]
+    ) -> None:
         response = cached_response(scope) if scope["type"] == "http" and scope["method"] == "GET" else None
         if response is None:
             await self.application(scope, receive, send)
             return
-        headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in response.items()]
+        headers = [
+            (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in response.items()
+        ]
         headers.append((b"content-length", str(len(response.content)).encode()))
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
         await send({"type": "http.response.body", "body": response.content})

@@ -56,24 +56,43 @@ def home_tables() -> dict[str, Any]:
     rows = [{"problem": problem, "leaders": [leaders.get((problem.pk, gpu.pk)) for gpu in gpu_types]}
             for problem in problems]
     depth = pending_counts()
-    queues = [{"gpu": gpu, **depth.get(gpu.key, {"waiting": 0, "in_broker": 0, "running": 0})} for gpu in gpu_types]
+    queues = [
+        {"gpu": gpu, **depth.get(gpu.key, {"waiting": 0, "in_broker": 0, "running": 0})} for gpu in gpu_types
+    ]
     records = sorted(leaders.values(), key=lambda entry: entry.submitted_at, reverse=True)[:RECORDS_ON_HOME]
     return {"rows": rows, "gpu_types": gpu_types, "records": records, "queues": queues}
 
 
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "web/home.html", {"tables": cached_fragment("web:home", "web/_home_tables.html", home_tables)})
+    return render(
+        request,
+        "web/home.html",
+        {"tables": cached_fragment("web:home", "web/_home_tables.html", home_tables)},
+    )
 
 
 def best_ranks(user: Any) -> list[RankingEntry]:
     """The user's whole-problem rows, each with ``rank`` (1 + rows with a better score or an equal
     score submitted earlier, in the same catalogue version's ranking), in one query; rows of older
     versions of a problem too (the page marks them)."""
-    ahead = (RankingEntry.objects.filter(problem=OuterRef("problem"), problem_version=OuterRef("problem_version"),
-                                         gpu_type=OuterRef("gpu_type"), shape__isnull=True, track=RankingTrack.ALL)
-             .filter(Q(score__gt=OuterRef("score")) | Q(score=OuterRef("score"), submitted_at__lt=OuterRef("submitted_at")))
-             .order_by().values("problem").annotate(n=Count("pk")).values("n"))
+    ahead = (
+        RankingEntry.objects.filter(
+            problem=OuterRef("problem"),
+            problem_version=OuterRef("problem_version"),
+            gpu_type=OuterRef("gpu_type"),
+            shape__isnull=True,
+            track=RankingTrack.ALL,
+        )
+        .filter(
+            Q(score__gt=OuterRef("score"))
+            | Q(score=OuterRef("score"), submitted_at__lt=OuterRef("submitted_at"))
+        )
+        .order_by()
+        .values("problem")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
     return list(RankingEntry.objects.filter(user=user, shape__isnull=True, track=RankingTrack.ALL)
                 .annotate(rank=Coalesce(Subquery(ahead, output_field=IntegerField()), 0) + 1)
                 .select_related("problem", "gpu_type").order_by("rank", "problem__name", "-problem_version"))
@@ -85,8 +104,13 @@ def user_page(request: HttpRequest, username: str) -> HttpResponse:
     evaluations = Prefetch("evaluations", queryset=Evaluation.objects.select_related("gpu_type")
                            .only("id", "submission_id", "gpu_type", "mode", "status", "score", "run_number",
                                  "rank_eligible", "flags").order_by("gpu_type__key", "-run_number"))
-    submissions = (Submission.objects.filter(user=person).select_related("problem").prefetch_related(evaluations)
-                   .defer("source", "static_evidence", "launch_spec").order_by("-created_at")[:SUBMISSIONS_ON_USER_PAGE])
+    submissions = (
+        Submission.objects.filter(user=person)
+        .select_related("problem")
+        .prefetch_related(evaluations)
+        .defer("source", "static_evidence", "launch_spec")
+        .order_by("-created_at")[:SUBMISSIONS_ON_USER_PAGE]
+    )
     total = Submission.objects.filter(user=person).count()
     gpu_seconds = gpu_time.totals(gpu_time.of_user(person), quotas.day_bounds()[0])
     return render(request, "web/user.html", {"person": person, "submissions": submissions, "total": total,
@@ -97,8 +121,11 @@ def integrity_entries() -> list[Evaluation]:
     """Rejected results, results held back for review (flags) and results an operator withdrew,
     newest decision first (a withdrawal counts from when it was made)."""
     return list(
-        Evaluation.objects.filter(Q(status=EvaluationStatus.REJECTED) | (Q(status=EvaluationStatus.PASSED) & ~Q(flags=[]))
-                                  | Q(withdrawal__isnull=False))
+        Evaluation.objects.filter(
+            Q(status=EvaluationStatus.REJECTED)
+            | (Q(status=EvaluationStatus.PASSED) & ~Q(flags=[]))
+            | Q(withdrawal__isnull=False)
+        )
         .select_related("submission__user", "submission__problem", "gpu_type", "withdrawal")
         .defer("report", "log", "submission__source", "submission__static_evidence")
         .annotate(decided_at=Coalesce("withdrawal__withdrawn_at", "finished_at"))

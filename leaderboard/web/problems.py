@@ -18,7 +18,7 @@ from django.utils.safestring import SafeString
 from django.views.decorators.http import require_GET
 
 from leaderboard.models import GpuType, Problem, RankingEntry
-from leaderboard.rankings import ranked_versions, requires_features
+from leaderboard.ranking_maintenance import ranked_versions, requires_features
 from leaderboard.reference_lines import line_rows
 from leaderboard.web.boards import board_shapes, problem_board, provisional_rows, shape_boards
 from leaderboard.web.cache import cached_fragment
@@ -80,18 +80,31 @@ def problem_page(request: HttpRequest, name: str) -> HttpResponse:
     require = requires_features(problem, gpu)
     features_only = require and request.GET.get("features") == "1"
     key = f"web:rankings:{problem.pk}:{problem.catalogue_sha256}:{gpu.pk}:{int(features_only)}:v{version}"
-    return render(request, "web/problem.html", {
-        "problem": problem, "gpu_types": gpu_types, "gpu": gpu, "requires_features": require,
-        "version": version, "versions": ranked_versions(problem),
-        "version_query": "" if version == problem.version else f"&version={version}",
-        "required_features": problem.required_features.get(gpu.arch or "", []), "features_only": features_only,
-        "shapes": shape_table(problem, gpu_types), "sol_gpus": [g for g in gpu_types if not g.development_device],
-        "reference": reference_html(problem.name, problem.catalogue_sha256),
-        "sol_derivation": sol_derivation(problem.name),
-        "rankings": cached_fragment(key, "web/_rankings.html",
-                                    lambda: rankings_context(problem, gpu, features_only, version),
-                                    problem_name=problem.name),
-    })
+    return render(
+        request,
+        "web/problem.html",
+        {
+            "problem": problem,
+            "gpu_types": gpu_types,
+            "gpu": gpu,
+            "requires_features": require,
+            "version": version,
+            "versions": ranked_versions(problem),
+            "version_query": "" if version == problem.version else f"&version={version}",
+            "required_features": problem.required_features.get(gpu.arch or "", []),
+            "features_only": features_only,
+            "shapes": shape_table(problem, gpu_types),
+            "sol_gpus": [g for g in gpu_types if not g.development_device],
+            "reference": reference_html(problem.name, problem.catalogue_sha256),
+            "sol_derivation": sol_derivation(problem.name),
+            "rankings": cached_fragment(
+                key,
+                "web/_rankings.html",
+                lambda: rankings_context(problem, gpu, features_only, version),
+                problem_name=problem.name,
+            ),
+        },
+    )
 
 
 def rankings_context(problem: Problem, gpu: GpuType, features_only: bool,
@@ -102,8 +115,16 @@ def rankings_context(problem: Problem, gpu: GpuType, features_only: bool,
     board = problem_board(problem, gpu, require_features=features_only, version=version, lines=lines)
     leaders = [row.user for row in board.rows if row.kind == "ranked"][:TREND_USERS]
     chart, records = score_history(problem, gpu, leaders, timezone.now(), version)
-    return {"problem": problem, "gpu": gpu, "board": board, "chart": chart, "records": records,
-            "version": version or problem.version,
-            "shape_boards": shape_boards(problem, gpu, require_features=features_only, version=version, lines=lines),
-            "provisional": provisional_rows(problem, gpu, version=version),
-            "reference_lines": reference_section(problem, gpu, lines, version)}
+    return {
+        "problem": problem,
+        "gpu": gpu,
+        "board": board,
+        "chart": chart,
+        "records": records,
+        "version": version or problem.version,
+        "shape_boards": shape_boards(
+            problem, gpu, require_features=features_only, version=version, lines=lines
+        ),
+        "provisional": provisional_rows(problem, gpu, version=version),
+        "reference_lines": reference_section(problem, gpu, lines, version),
+    }

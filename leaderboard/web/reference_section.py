@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from leaderboard.models import GpuType, Problem
-from leaderboard.rankings import ranking_rows
+from leaderboard.ranking_maintenance import ranking_rows
 from leaderboard.reference_lines import LineRow, time_ratio
 from leaderboard.web.boards import board_shapes, shape_figures
 
@@ -25,7 +25,11 @@ class SectionLine:
             return ""
         if abs(ratio - 1.0) < 0.005:
             return "the leader is as fast"
-        return f"the leader is {ratio - 1:.0%} slower" if ratio > 1 else f"the leader is {1 / ratio - 1:.0%} faster"
+        return (
+            f"the leader is {ratio - 1:.0%} slower"
+            if ratio > 1
+            else f"the leader is {1 / ratio - 1:.0%} faster"
+        )
 
 
 def reference_section(problem: Problem, gpu: GpuType, lines: list[LineRow],
@@ -39,5 +43,9 @@ def reference_section(problem: Problem, gpu: GpuType, lines: list[LineRow],
     if leaders:
         figures = shape_figures([leaders[0].evaluation_id]).get(leaders[0].evaluation_id, [])
         wanted = {shape.pk for shape in shapes}
-        leader = {item.shape_id: item.median_us for item in figures if item.median_us and item.shape_id in wanted}
-    return [SectionLine(line, time_ratio(leader, line) if line.status == "measured" else None) for line in lines]
+        leader = {
+            item.shape_id: item.median_us for item in figures if item.median_us and item.shape_id in wanted
+        }
+    return [
+        SectionLine(line, time_ratio(leader, line) if line.status == "measured" else None) for line in lines
+    ]

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db.models import Prefetch
 from django.utils import timezone
 
-from evaluator.ptx.evidence import missing_reason
+from evaluator.ptx.feature_evidence import missing_reason
 from evaluator.report import FeatureEvidence
 from leaderboard.audience import (
     may_see_details,
@@ -39,7 +39,7 @@ from leaderboard.models import (
     is_reference_submission,
 )
 from leaderboard.queues import availability, queue_position
-from leaderboard.rankings import meets_features
+from leaderboard.ranking_maintenance import meets_features
 from leaderboard.web.agents import agent_label
 from leaderboard.web.charts import Chart, RooflinePoint, roofline_chart
 from leaderboard.web.sol import counts_of
@@ -63,8 +63,12 @@ def load_submission(pk: int) -> Submission | None:
     """The submission with its origin (agent), evaluations (GPU types, runners, withdrawals) and shape
     results: 3 queries."""
     shape_results = Prefetch("shape_results", queryset=ShapeResult.objects.select_related("shape"))
-    evaluations = Prefetch("evaluations", queryset=Evaluation.objects.select_related("gpu_type", "runner", "withdrawal")
-                           .prefetch_related(shape_results).order_by("gpu_type__key", "mode", "-run_number"))
+    evaluations = Prefetch(
+        "evaluations",
+        queryset=Evaluation.objects.select_related("gpu_type", "runner", "withdrawal")
+        .prefetch_related(shape_results)
+        .order_by("gpu_type__key", "mode", "-run_number"),
+    )
     return (Submission.objects.select_related("problem", "user", "origin").prefetch_related(evaluations)
             .filter(pk=pk).first())
 
@@ -77,8 +81,10 @@ def not_ranked_reason(evaluation: Evaluation, details: bool = True) -> str:
     without ``details`` a failure's message is the public summary's words."""
     withdrawal = getattr(evaluation, "withdrawal", None)
     if withdrawal is not None:
-        return (f"withdrawn from the rankings by an operator on {withdrawal.withdrawn_at:%Y-%m-%d %H:%M} UTC: "
-                f"{withdrawal.note} (the owner may appeal with a re-run)")
+        return (
+            f"withdrawn from the rankings by an operator on {withdrawal.withdrawn_at:%Y-%m-%d %H:%M} UTC: "
+            f"{withdrawal.note} (the owner may appeal with a re-run)"
+        )
     if is_reference_submission(evaluation.submission):
         return "a reference line (measured like a submission, shown beside the rankings, never ranked)"
     if evaluation.rank_eligible and evaluation.status == S.PASSED:
@@ -116,7 +122,9 @@ def features_note(evaluation: Evaluation, submission: Submission) -> str:
         return ""
     if meets_features(problem, gpu, evaluation.features_met):
         return f"uses the required features ({', '.join(required)}): on the required-features ranking"
-    note = f"does not show the required features ({', '.join(required)}): not on the required-features ranking"
+    note = (
+        f"does not show the required features ({', '.join(required)}): not on the required-features ranking"
+    )
     evidence = (evaluation.report or {}).get("evidence")
     if not evidence:
         return note + " (no architecture evidence: only PTX/CUDA submissions carry it)"
@@ -148,11 +156,19 @@ def live_state(evaluation: Evaluation) -> LiveState | None:
         return LiveState(f"running on {runner}", running_for=now - (evaluation.started_at or now),
                          provisional=evaluation.current_provisional)
     position = queue_position(evaluation) or 1
-    stage = ("handed to the runners' queue" if evaluation.enqueued_at else
-             f"waiting on the site: at most {max_inflight_per_user()} of your evaluations per GPU type run at once")
+    stage = (
+        "handed to the runners' queue"
+        if evaluation.enqueued_at
+        else f"waiting on the site: at most {max_inflight_per_user()} of your evaluations per GPU type "
+        "run at once"
+    )
     served = availability(evaluation.gpu_type.key, evaluation.submission.problem.world_size)
-    return LiveState(stage, position=position, estimated_wait=_estimated_wait(evaluation, position) if served.served
-                     else None, no_runner=served.warning())
+    return LiveState(
+        stage,
+        position=position,
+        estimated_wait=_estimated_wait(evaluation, position) if served.served else None,
+        no_runner=served.warning(),
+    )
 
 
 def _estimated_wait(evaluation: Evaluation, position: int) -> timedelta | None:
@@ -171,11 +187,15 @@ def _estimated_wait(evaluation: Evaluation, position: int) -> timedelta | None:
 
 
 def _public_text(evaluation: Evaluation) -> str:
-    return public_message(evaluation.status, evaluation.evaluator_status, evaluation.message, evaluation.report)
+    return public_message(
+        evaluation.status, evaluation.evaluator_status, evaluation.message, evaluation.report
+    )
 
 
 def _public_reason(evaluation: Evaluation) -> str:
-    return public_reason(evaluation.status, evaluation.evaluator_status, evaluation.message, evaluation.report)
+    return public_reason(
+        evaluation.status, evaluation.evaluator_status, evaluation.message, evaluation.report
+    )
 
 
 @dataclass
@@ -205,7 +225,9 @@ def shape_views(evaluation: Evaluation, details: bool = True) -> list[ShapeView]
         counts = counts_of(result.shape)
         sol, timing = item.get("sol") or {}, item.get("timing") or {}
         message = result.message if details else public_shape_message(result.status, result.message)
-        profile = result.profile if details else (public_report({"profile": result.profile}) or {}).get("profile")
+        profile = (
+            result.profile if details else (public_report({"profile": result.profile}) or {}).get("profile")
+        )
         views.append(ShapeView(
             result, message, profile, bound=sol.get("bound"), witness=item.get("witness"),
             worst=_worst_elements(result.errors),
@@ -267,17 +289,24 @@ def evaluation_view(evaluation: Evaluation, submission: Submission, details: boo
     views = shape_views(evaluation, details)
     report, early = evaluation.report or {}, evaluation.current_provisional
     return EvaluationView(
-        evaluation, live_state(evaluation), views, roofline(evaluation, views),
+        evaluation,
+        live_state(evaluation),
+        views,
+        roofline(evaluation, views),
         not_ranked_reason(evaluation, details) if evaluation.is_terminal else "",
-        features_note(evaluation, submission), report if details else public_report(report) or {},
-        early if details else public_report(early), evaluation.message if details else _public_text(evaluation),
+        features_note(evaluation, submission),
+        report if details else public_report(report) or {},
+        early if details else public_report(early),
+        evaluation.message if details else _public_text(evaluation),
     )
 
 
 def provisional_ids(evaluations: Iterable[Evaluation]) -> str:
     """Which evaluations show a provisional result now (the live status block reloads the page when
     this changes, so the provisional table appears without waiting for the final result)."""
-    return ",".join(str(evaluation.pk) for evaluation in evaluations if evaluation.current_provisional is not None)
+    return ",".join(
+        str(evaluation.pk) for evaluation in evaluations if evaluation.current_provisional is not None
+    )
 
 
 def static_kernels(submission: Submission, details: bool = True) -> list[dict[str, Any]]:

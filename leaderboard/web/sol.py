@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evaluator.gpus import GpuSpec, GpuSpecError
+from evaluator.gpu_specs import GpuSpec, GpuSpecError
 from evaluator.problems import CATALOGUE_DIR, Counts, imported_dir
 from evaluator.sol import SolBound, has_counts, t_sol
 from leaderboard.models import GpuType, Problem, Shape

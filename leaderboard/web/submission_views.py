@@ -51,15 +51,24 @@ def submission_page(request: HttpRequest, pk: int) -> HttpResponse:
     submission = _submission_or_404(pk)
     show_source = visible_source(submission, request.user)
     views = [evaluation_view(e, submission, details=show_source) for e in submission.evaluations.all()]
-    return render(request, "web/submission.html", {
-        "submission": submission, "problem": submission.problem, "evaluations": views, "agent": agent_of(submission),
-        "status_rows": [(view.evaluation, view.live) for view in views],
-        "provisional_ids": provisional_ids(submission.evaluations.all()),
-        "show_source": show_source,
-        "source": highlighted(submission.source, submission.language) if show_source else None,
-        "static_kernels": static_kernels(submission, show_source), "can_act": may_act(submission, request.user),
-        "in_flight": _in_flight(submission), "poll_seconds": POLL_SECONDS,
-    })
+    return render(
+        request,
+        "web/submission.html",
+        {
+            "submission": submission,
+            "problem": submission.problem,
+            "evaluations": views,
+            "agent": agent_of(submission),
+            "status_rows": [(view.evaluation, view.live) for view in views],
+            "provisional_ids": provisional_ids(submission.evaluations.all()),
+            "show_source": show_source,
+            "source": highlighted(submission.source, submission.language) if show_source else None,
+            "static_kernels": static_kernels(submission, show_source),
+            "can_act": may_act(submission, request.user),
+            "in_flight": _in_flight(submission),
+            "poll_seconds": POLL_SECONDS,
+        },
+    )
 
 
 @require_GET
@@ -73,8 +82,17 @@ def submission_status(request: HttpRequest, pk: int) -> HttpResponse:
     if request.htmx and (not in_flight or showing != request.GET.get("provisional", "")):
         return HttpResponseClientRefresh()
     rows = [(evaluation, live_state(evaluation)) for evaluation in submission.evaluations.all()]
-    return render(request, "web/_status.html", {"submission": submission, "rows": rows, "provisional_ids": showing,
-                                                "in_flight": in_flight, "poll_seconds": POLL_SECONDS})
+    return render(
+        request,
+        "web/_status.html",
+        {
+            "submission": submission,
+            "rows": rows,
+            "provisional_ids": showing,
+            "in_flight": in_flight,
+            "poll_seconds": POLL_SECONDS,
+        },
+    )
 
 
 def _owner_action(request: HttpRequest, pk: int) -> Submission | HttpResponse:

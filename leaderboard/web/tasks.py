@@ -17,7 +17,9 @@ from solboard_common.protocol import SITE_QUEUE
 _log = logging.getLogger(__name__)
 
 
-@site_task(name=pagecache.REBUILD_TASK, queue=SITE_QUEUE, time_limit=60, soft_time_limit=45, ignore_result=True)
+@site_task(
+    name=pagecache.REBUILD_TASK, queue=SITE_QUEUE, time_limit=60, soft_time_limit=45, ignore_result=True
+)
 def rebuild_page(page: Any) -> str:
     """Build the page the message names (``pagecache.page_message``: its URL only) as an anonymous
     GET, and store it; a message that names no cacheable anonymous page is refused (anyone who can

@@ -16,15 +16,29 @@ from leaderboard.models import ApiToken
 
 
 class TokenForm(forms.Form):
-    name = forms.CharField(max_length=100, required=False, label="Name",
-                           help_text="What uses it, e.g. 'laptop' or 'my-agent' (shown beside its submissions).")
+    name = forms.CharField(
+        max_length=100,
+        required=False,
+        label="Name",
+        help_text="What uses it, e.g. 'laptop' or 'my-agent' (shown beside its submissions).",
+    )
 
 
 def _page(request: HttpRequest, form: TokenForm, plain: str | None = None, status: int = 200) -> HttpResponse:
     tokens = ApiToken.objects.filter(user=request.user).order_by("revoked_at", "-created_at")
     server = request.build_absolute_uri("/").rstrip("/")  # the address this visitor reached the site at
-    return render(request, "web/tokens.html", {"form": form, "tokens": tokens, "plain": plain, "server": server,
-                                               "dev_gpu": settings.SOLBOARD_DEV_GPU_TYPE}, status=status)
+    return render(
+        request,
+        "web/tokens.html",
+        {
+            "form": form,
+            "tokens": tokens,
+            "plain": plain,
+            "server": server,
+            "dev_gpu": settings.SOLBOARD_DEV_GPU_TYPE,
+        },
+        status=status,
+    )
 
 
 @never_cache  # the one response that carries a new token must not be kept by any cache

@@ -40,7 +40,9 @@ SKIPPED_FILE_FACTOR = 16
 
 
 def upload_body_cap() -> int:
-    return int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE) + SKIPPED_FILE_FACTOR * int(settings.SOLBOARD_MAX_SOURCE_BYTES)
+    return int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE) + SKIPPED_FILE_FACTOR * int(
+        settings.SOLBOARD_MAX_SOURCE_BYTES
+    )
 
 
 class SourceLimitHandler(FileUploadHandler):
@@ -76,9 +78,13 @@ class UploadForm(forms.Form):
                                   widget=forms.Textarea(attrs={"rows": 5, "spellcheck": "false"}),
                                   help_text="TOML; may instead sit in the source's header comment "
                                   '(<a href="/docs/ptx.md">docs/ptx.md</a>).')
-    mode = forms.ChoiceField(choices=Mode.choices, initial=DEFAULT_MODE, widget=forms.RadioSelect,
-                             help_text=f"Default {DEFAULT_MODE} (as the API and the CLI). test: correctness and "
-                             "timing, never ranked; ranked: secret seed, witnessed timing, enters the rankings.")
+    mode = forms.ChoiceField(
+        choices=Mode.choices,
+        initial=DEFAULT_MODE,
+        widget=forms.RadioSelect,
+        help_text=f"Default {DEFAULT_MODE} (as the API and the CLI). test: correctness and "
+        "timing, never ranked; ranked: secret seed, witnessed timing, enters the rankings.",
+    )
 
     def __init__(self, *args: Any, dropped_file: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -86,7 +92,9 @@ class UploadForm(forms.Form):
         if self.is_bound:
             self.data = self.data.copy()  # mutable: an uploaded file's text is put in the source box
         self.fields["problem"].choices = [
-            (name, f"{title} ({name})") for name, title in Problem.objects.filter(active=True).values_list("name", "title")]
+            (name, f"{title} ({name})")
+            for name, title in Problem.objects.filter(active=True).values_list("name", "title")
+        ]
         served = live_runners_by_queue()
         self.fields["gpu_types"].choices = [(gpu.key, gpu_label(gpu, availability(gpu.key, 1, served).served))
                                             for gpu in GpuType.objects.order_by("development_device", "key")]
@@ -132,8 +140,12 @@ def _too_large(request: HttpRequest) -> int | None:
 
 def too_large_page(request: HttpRequest, size: int | None) -> HttpResponse:
     """The 413 page: nothing saved, the source limit (the one that matters), the way back."""
-    return render(request, "web/too_large.html", {"size": size, "limit": source_limit(settings.SOLBOARD_MAX_SOURCE_BYTES)},
-                  status=413)
+    return render(
+        request,
+        "web/too_large.html",
+        {"size": size, "limit": source_limit(settings.SOLBOARD_MAX_SOURCE_BYTES)},
+        status=413,
+    )
 
 
 def _submit(request: HttpRequest, form: UploadForm) -> HttpResponse | None:

@@ -32,8 +32,14 @@ def test_the_recorded_catalogue_splits_into_six_calls_of_a_device_session() -> N
 
 @pytest.mark.parametrize(("argument", "code"), [("2/6", 0), ("7/6", 2), ("x", 2)])
 def test_the_script_prints_one_group_or_refuses_a_bad_argument(argument: str, code: int) -> None:
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "catalogue_groups.py"), argument], cwd=REPO,
-                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
-                          timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "catalogue_groups.py"), argument],
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == code, done.stderr
     assert (done.stdout.count(",") >= 2) == (code == 0)

@@ -14,8 +14,16 @@ REPO = Path(__file__).resolve().parents[2]
 DRIVER = REPO / "benchmarks" / "device_call.sh"
 
 
-def call(tmp_path: Path, parts: str, *assignments: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "OUT": str(tmp_path / "out"), "DEVICE": "cpu", "PYTHON": sys.executable, "TAG": "dry"}
+def call(
+    tmp_path: Path, parts: str, *assignments: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "OUT": str(tmp_path / "out"),
+        "DEVICE": "cpu",
+        "PYTHON": sys.executable,
+        "TAG": "dry",
+    }
     return subprocess.run(["bash", str(DRIVER), parts, *assignments], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=timeout, check=False)
 
@@ -38,7 +46,9 @@ def test_a_dry_run_self_checks_skips_what_needs_a_gpu_and_writes_only_under_out(
     assert not list(tmp_path.glob("out/*.tgz"))  # a dry run is left unpacked
 
 
-def test_a_part_the_budget_cannot_hold_is_named_as_skipped_and_an_unknown_one_as_unknown(tmp_path: Path) -> None:
+def test_a_part_the_budget_cannot_hold_is_named_as_skipped_and_an_unknown_one_as_unknown(
+    tmp_path: Path,
+) -> None:
     done = call(tmp_path, "jobs,nonsense", "PROBLEMS=vector_add", "BUDGET=100")
     parts = (tmp_path / "out" / "dry" / "parts.txt").read_text()
     assert "jobs: skipped (budget" in parts and "unknown part nonsense" in parts
@@ -53,7 +63,9 @@ def test_parameters_must_be_assignments(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("part", ["jobs", "cheats"])
 def test_runner_jobs_parts_write_false_positives_results(tmp_path: Path, part: str) -> None:
-    extra = ["FP_ARGS=--no-job-user"] if os.geteuid() == 0 else []  # the venv may be out of a job user's reach
+    extra = (
+        ["FP_ARGS=--no-job-user"] if os.geteuid() == 0 else []
+    )  # the venv may be out of a job user's reach
     done = call(tmp_path, part, "PROBLEMS=vector_add", "CHEATS=c16_early_ready", *extra, timeout=240)
     assert done.returncode == 0, done.stderr
     result = json.loads((tmp_path / "out" / "dry" / f"runner_{part}.json").read_text())
@@ -87,7 +99,11 @@ def test_a_group_of_the_catalogue_is_expanded_before_the_call_records_its_parame
     done = call(tmp_path, "gputests", "PROBLEMS=@6/6", "BASELINES=@1/6")
     assert done.returncode == 0, done.stderr
     env = (tmp_path / "out" / "dry" / "env.txt").read_text()
-    problems = next(line for line in env.splitlines() if line.startswith("PROBLEMS=")).removeprefix("PROBLEMS=")
-    baselines = next(line for line in env.splitlines() if line.startswith("BASELINES=")).removeprefix("BASELINES=")
+    problems = next(line for line in env.splitlines() if line.startswith("PROBLEMS=")).removeprefix(
+        "PROBLEMS="
+    )
+    baselines = next(line for line in env.splitlines() if line.startswith("BASELINES=")).removeprefix(
+        "BASELINES="
+    )
     assert problems and baselines and not set(problems.split(",")) & set(baselines.split(","))
     assert "@" not in problems + baselines

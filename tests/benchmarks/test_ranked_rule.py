@@ -13,8 +13,15 @@ SCRIPT = REPO / "benchmarks" / "ranked_rule.py"
 
 
 def replay(*args: str) -> str:
-    done = subprocess.run([sys.executable, str(SCRIPT), *args], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-                          capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -24,7 +31,10 @@ def test_the_replay_on_the_record_gives_the_figures_the_security_doc_cites() -> 
     assert "1339 honest ranked shapes" in out
     assert "ranked more than 1.0% above their own median: 107" in out
     assert "ranked more than 10.0% above their own median: 13" in out and "largest: 27.8%" in out
-    assert "one kernel call, >= 20 us (181 shapes): a claim rewritten to 0.91 x gains > 1% on 78, median 0.67%" in out
+    assert (
+        "one kernel call, >= 20 us (181 shapes): a claim rewritten to 0.91 x gains > 1% on 78, median 0.67%"
+        in out
+    )
     assert "every call, >= 20 us (1250 shapes)" in out
 
 

@@ -1,5 +1,5 @@
-"""benchmarks/results/: the curated record stays small, and every link to it, from the record itself, the docs,
-the READMEs and the code, leads to a file and a heading that exist."""
+"""benchmarks/results/: the curated record stays small, and every link to it, from the record itself, the
+docs, the READMEs and the code, leads to a file and a heading that exist."""
 
 from __future__ import annotations
 

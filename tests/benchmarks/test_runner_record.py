@@ -18,25 +18,57 @@ WITNESS_COST = REPO / "benchmarks" / "witness_cost.py"
 
 
 def raw_job(problem: str, status: str = "PASSED", flags: list[str] | None = None) -> dict[str, Any]:
-    shape = {"shape": "n1048576", "ranked": True, "status": status, "message": "x" * 500, "reported_us": 4.2239871,
-             "witness_us": 5.150001, "floor_us": 1.1, "confirmed": True, "kernels": 1, "witnessed_calls": 2,
-             "round_trip_us": 1400.0, "gate_us": 1000.0, "hidden_us": 334.83199, "ranked_source": "device_span",
-             "disagreement_rel": 0.02, "events_remeasured": False}
-    return {"problem": problem, "submission": "example", "run": 0, "status": status, "witnessed": True,
-            "rank_eligible": status == "PASSED", "problem_score": 0.50358362, "seconds": 37.2, "flags": flags or [],
-            "message": "all 1 shapes passed", "notes": ["long"], "sandbox_gaps": "long",
-            "phases": {"test": 4.179, "witness": 7.467, "witness.load_wait": 0.0, "child_start_up.imports": 3.6},
-            "shapes": [shape]}
+    shape = {
+        "shape": "n1048576",
+        "ranked": True,
+        "status": status,
+        "message": "x" * 500,
+        "reported_us": 4.2239871,
+        "witness_us": 5.150001,
+        "floor_us": 1.1,
+        "confirmed": True,
+        "kernels": 1,
+        "witnessed_calls": 2,
+        "round_trip_us": 1400.0,
+        "gate_us": 1000.0,
+        "hidden_us": 334.83199,
+        "ranked_source": "device_span",
+        "disagreement_rel": 0.02,
+        "events_remeasured": False,
+    }
+    return {
+        "problem": problem,
+        "submission": "example",
+        "run": 0,
+        "status": status,
+        "witnessed": True,
+        "rank_eligible": status == "PASSED",
+        "problem_score": 0.50358362,
+        "seconds": 37.2,
+        "flags": flags or [],
+        "message": "all 1 shapes passed",
+        "notes": ["long"],
+        "sandbox_gaps": "long",
+        "phases": {"test": 4.179, "witness": 7.467, "witness.load_wait": 0.0, "child_start_up.imports": 3.6},
+        "shapes": [shape],
+    }
 
 
 def write_raw(path: Path, *jobs: dict[str, Any], date: str) -> Path:
-    path.write_text(json.dumps({"date": date, "commit": "9f062ee", "device": "cuda (h200)", "results": list(jobs)}))
+    path.write_text(
+        json.dumps({"date": date, "commit": "9f062ee", "device": "cuda (h200)", "results": list(jobs)})
+    )
     return path
 
 
 def test_a_job_keeps_its_outcome_witness_and_shape_figures_and_drops_the_bulk() -> None:
     job = runner_record.expand_job(runner_record.compact_job(raw_job("softmax")))
-    assert (job["status"], job["score"], job["problem_score"], job["seconds"]) == ("PASSED", 0.5036, 0.5036, 37.2)
+    assert (job["status"], job["score"], job["problem_score"], job["seconds"]) == (
+        "PASSED",
+        0.5036,
+        0.5036,
+        37.2,
+    )
     assert job["phases"] == {"test": 4.179, "witness": 7.467, "witness.load_wait": 0.0}
     assert job["shapes"] == [{"shape": "n1048576", "ranked": True, "status": "PASSED", "reported_us": 4.224,
                               "witness_us": 5.15, "floor_us": 1.1, "kernels": 1, "witnessed_calls": 2,
@@ -45,8 +77,9 @@ def test_a_job_keeps_its_outcome_witness_and_shape_figures_and_drops_the_bulk() 
 
 
 def test_a_failed_or_flagged_job_keeps_why_and_its_shapes_even_when_passes_drop_theirs() -> None:
-    rejected = runner_record.compact_job(raw_job("c16", status="REJECTED") | {"message": "timing not confirmed"},
-                                         shapes="failed")
+    rejected = runner_record.compact_job(
+        raw_job("c16", status="REJECTED") | {"message": "timing not confirmed"}, shapes="failed"
+    )
     flagged = runner_record.compact_job(raw_job("c14", flags=["class 14 " * 40]), shapes="failed")
     clean = runner_record.compact_job(raw_job("softmax"), shapes="failed")
     assert rejected["message"] == "timing not confirmed" and len(rejected["shapes"]) == 1
@@ -72,8 +105,9 @@ def test_sources_keep_their_order_and_a_label_appended_again_replaces_its_own(tm
     (["--until", "2026-12-03T19"], 0.765, 58),
     (["--until", "2026-12-05"], 0.713, 64),  # every job under the early load (the catalogue's sessions)
 ])
-def test_the_record_gives_the_witness_costs_the_docs_cite(tmp_path: Path, window: list[str], catalogue_s: float,
-                                                           measured_jobs: int) -> None:
+def test_the_record_gives_the_witness_costs_the_docs_cite(
+    tmp_path: Path, window: list[str], catalogue_s: float, measured_jobs: int
+) -> None:
     out = tmp_path / "cost.json"
     subprocess.run([sys.executable, str(WITNESS_COST), str(RECORD), "--since", "2026-12-02T13", *window,
                     "--out", str(out)], check=True, capture_output=True, timeout=60)
@@ -82,16 +116,26 @@ def test_the_record_gives_the_witness_costs_the_docs_cite(tmp_path: Path, window
                                                                                          measured_jobs)
 
 
-def test_no_honest_shape_of_the_record_was_reported_below_its_floor_and_the_closest_is_the_one_cited() -> None:
+def test_no_honest_shape_of_the_record_was_reported_below_its_floor_and_the_closest_is_the_one_cited() -> (
+    None
+):
     margins = []
     for _, jobs in runner_record.sources_of(json.loads(RECORD.read_text())):
         for job in jobs:
             if str(job["submission"]).startswith("cheat"):
                 continue
-            margins += [((shape["reported_us"] - shape["floor_us"]) / shape["witness_us"], job["problem"], shape["shape"])
-                        for shape in job.get("shapes") or []
-                        if shape["ranked"] and shape.get("witness_us") and shape.get("floor_us") is not None
-                        and shape.get("reported_us") is not None]
+            margins += [
+                (
+                    (shape["reported_us"] - shape["floor_us"]) / shape["witness_us"],
+                    job["problem"],
+                    shape["shape"],
+                )
+                for shape in job.get("shapes") or []
+                if shape["ranked"]
+                and shape.get("witness_us")
+                and shape.get("floor_us") is not None
+                and shape.get("reported_us") is not None
+            ]
     closest = min(margins)
     assert len(margins) == 1728 and closest[0] > 0  # benchmarks/results/witness.md, "Honest gaps and floors"
     assert closest[1:] == ("layernorm", "t128_h7168") and round(closest[0], 3) == 0.043

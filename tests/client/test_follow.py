@@ -26,13 +26,17 @@ def submission(status: str, state: str, *evaluations: dict[str, Any], **extra: A
 
 
 def test_a_submission_is_stranded_only_when_everything_left_is_queued_where_no_runner_serves() -> None:
-    assert stranded(submission("running", "s1", evaluation("queued", "b200", 0), evaluation("passed"))) == ["b200"]
+    assert stranded(submission("running", "s1", evaluation("queued", "b200", 0), evaluation("passed"))) == [
+        "b200"
+    ]
     assert stranded(submission("running", "s1", evaluation("queued", "b200", 0), evaluation("running"))) == []
     assert stranded(submission("running", "s1", evaluation("queued", "h200", 1))) == []
     assert stranded(submission("finished", "s2", evaluation("passed"))) == []
 
 
-def test_it_long_polls_since_its_state_until_the_submission_finishes(capsys: pytest.CaptureFixture[str]) -> None:
+def test_it_long_polls_since_its_state_until_the_submission_finishes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     first = submission("running", "s1", evaluation("running"))
     done = submission("finished", "s2", evaluation("passed"))
     with serving(answer(200, {"max_wait_seconds": 20}), answer(200, done)) as (url, script):

@@ -11,7 +11,9 @@ def test_a_byte_count_reads_in_kib() -> None:
 
 def test_a_refusal_states_the_size_and_the_limit() -> None:
     assert source_limit(524288) == "524288 bytes (512 KiB)"
-    assert source_too_large(600000, 524288) == "the source is 600000 bytes; the limit is 524288 bytes (512 KiB)"
+    assert (
+        source_too_large(600000, 524288) == "the source is 600000 bytes; the limit is 524288 bytes (512 KiB)"
+    )
 
 
 def test_a_source_not_read_to_its_end_is_over_the_limit_without_a_size() -> None:

@@ -49,7 +49,11 @@ def test_events_exist_only_in_jsonl_and_carry_a_time(capsys: pytest.CaptureFixtu
     assert capsys.readouterr().out == ""
     Output("jsonl").event("submitted", submission_id=3)
     event = lines(capsys.readouterr().out)[0]
-    assert event["event"] == "submitted" and event["submission_id"] == 3 and str(event["time"]).endswith("+00:00")
+    assert (
+        event["event"] == "submitted"
+        and event["submission_id"] == 3
+        and str(event["time"]).endswith("+00:00")
+    )
 
 
 def test_warnings_and_errors_go_to_people_on_stderr_and_to_programs_as_events(
@@ -59,7 +63,9 @@ def test_warnings_and_errors_go_to_people_on_stderr_and_to_programs_as_events(
     assert out.error("submit", "not_found", "no such problem", 2, hint="solboard problems lists them") == 2
     captured = capsys.readouterr()
     assert "warning: no b200 runner is online" in captured.err
-    assert "solboard submit: no such problem" in captured.err and "solboard problems lists them" in captured.err
+    assert (
+        "solboard submit: no such problem" in captured.err and "solboard problems lists them" in captured.err
+    )
     warning, error = lines(captured.out)
     assert (warning["event"], warning["code"], warning["gpu_type"]) == ("warning", "no_runner", "b200")
     assert (error["event"], error["code"], error["exit_status"]) == ("error", "not_found", 2)

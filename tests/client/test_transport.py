@@ -21,7 +21,9 @@ def test_a_request_carries_the_token_and_its_json_body() -> None:
     seen = script.seen[0]
     assert (seen.method, seen.path) == ("POST", "/api/submissions")  # no doubled slash
     assert seen.headers["Authorization"] == "Bearer sb_secret"
-    assert seen.headers["Content-Type"] == "application/json" and json.loads(seen.body) == {"problem": "vector_add"}
+    assert seen.headers["Content-Type"] == "application/json" and json.loads(seen.body) == {
+        "problem": "vector_add"
+    }
     assert seen.headers["User-Agent"].startswith("solboard-cli/")
 
 
@@ -40,10 +42,18 @@ def test_without_a_token_no_authorization_is_sent() -> None:
 
 def test_an_api_refusal_keeps_its_code_field_and_retry_after() -> None:
     envelope = {"error": {"code": "quota_exceeded", "message": "10 ranked runs a day", "field": "mode"}}
-    with serving(answer(429, envelope, **{"Retry-After": "37"})) as (url, _), pytest.raises(ApiFailure) as refused:
+    with (
+        serving(answer(429, envelope, **{"Retry-After": "37"})) as (url, _),
+        pytest.raises(ApiFailure) as refused,
+    ):
         Client(url, "t").post("/api/submissions", {})
     failure = refused.value
-    assert (failure.status, failure.code, failure.field, failure.retry_after) == (429, "quota_exceeded", "mode", 37)
+    assert (failure.status, failure.code, failure.field, failure.retry_after) == (
+        429,
+        "quota_exceeded",
+        "mode",
+        37,
+    )
     assert str(failure) == "quota_exceeded [mode]: 10 ranked runs a day"
     assert failure.details["message"] == "10 ranked runs a day"
 
@@ -51,7 +61,10 @@ def test_an_api_refusal_keeps_its_code_field_and_retry_after() -> None:
 def test_a_retry_after_that_is_a_date_is_not_a_number_of_seconds() -> None:
     envelope = {"error": {"code": "throttled", "message": "slow down"}}
     date = "Wed, 21 Oct 2026 07:28:00 GMT"
-    with serving(answer(429, envelope, **{"Retry-After": date})) as (url, _), pytest.raises(ApiFailure) as refused:
+    with (
+        serving(answer(429, envelope, **{"Retry-After": date})) as (url, _),
+        pytest.raises(ApiFailure) as refused,
+    ):
         Client(url, "t").get("/api/")
     assert refused.value.retry_after is None and str(refused.value) == "throttled: slow down"
 

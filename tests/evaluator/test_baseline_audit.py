@@ -35,10 +35,10 @@ def test_every_changed_problem_is_a_newer_version_than_the_baseline_it_replaced(
 
 
 def test_the_new_baselines_give_the_old_ones_results_on_the_cpu_shapes() -> None:
-    """Same arithmetic (softmax: fp32 inside, one rounding of the output; attention_fwd, attention_bwd and histogram
-    run version 1's CPU path; moe_permute's sort and binary search give argsort's order and
-    bincount's offsets): bitwise the same outputs. Outputs poisoned as the harness does (NaN, or the
-    integer sentinel)."""
+    """Same arithmetic (softmax: fp32 inside, one rounding of the output; attention_fwd, attention_bwd and
+    histogram run version 1's CPU path; moe_permute's sort and binary search give argsort's order and
+    bincount's offsets): bitwise the same outputs. Outputs poisoned as the harness does (NaN, or the integer
+    sentinel)."""
     for name, (_, old) in audit().CHANGED.items():
         problem = get_problem(name)
         module = problem.reference_module()
@@ -56,11 +56,19 @@ def test_the_new_baselines_give_the_old_ones_results_on_the_cpu_shapes() -> None
 
 def test_the_audit_script_runs_its_cpu_smoke_test(tmp_path: Path) -> None:
     out = tmp_path / "audit.json"
-    assert audit().main(["--device", "cpu", "--quick", "--problems", "softmax,attention_fwd", "--out", str(out)]) == 0
+    assert (
+        audit().main(["--device", "cpu", "--quick", "--problems", "softmax,attention_fwd", "--out", str(out)])
+        == 0
+    )
     result = json.loads(out.read_text())
     variants = {(row["problem"], row["variant"]) for row in result["rows"]}
     # CUDA-only candidates (SDPA's default dispatch) are left out on the CPU; both versions ran.
-    assert variants == {("softmax", "old"), ("softmax", "new"), ("attention_fwd", "old"), ("attention_fwd", "new")}
+    assert variants == {
+        ("softmax", "old"),
+        ("softmax", "new"),
+        ("attention_fwd", "old"),
+        ("attention_fwd", "new"),
+    }
     assert all("error" not in row and row["median_us"] > 0 for row in result["rows"])
     softmax = [row for row in result["rows"] if row["problem"] == "softmax"]
     assert all(o["margin"] < 0.5 for row in softmax for d in row["margins"].values() for o in d.values())
@@ -87,7 +95,9 @@ def test_the_later_candidates_that_run_on_the_cpu_pass_every_distribution_there(
     for row in rows:
         assert "error" not in row, row
         margins = [output for by_output in row["margins"].values() for output in by_output.values()]
-        assert margins and all(output["margin"] < 1 and output["matched"] >= output["required"] for output in margins), row
+        assert margins and all(
+            output["margin"] < 1 and output["matched"] >= output["required"] for output in margins
+        ), row
 
 
 def test_w4a16_gemm_gives_tinygemm_the_problems_weights_on_cuda() -> None:

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from evaluator.ptx import jailed, validate_upload
-from evaluator.ptx.assemble import assemble
 from evaluator.ptx.jailed import ToolLimits, WorkFolder, run_in_jail
 from evaluator.ptx.nvcc import CudaCompile, compile_to_ptx
+from evaluator.ptx.ptxas import assemble
 from evaluator.ptx.sourcetext import decode_source, text_problem
 from evaluator.ptx.toolchain import find_tool
 
@@ -87,7 +87,9 @@ def everything_said(result: CudaCompile) -> str:
 
 
 @pytest.mark.parametrize("name", OPENING)
-def test_it_refuses_an_include_of_a_host_file_without_a_word_of_it(name: str, mode: str, host_secret: Path) -> None:
+def test_it_refuses_an_include_of_a_host_file_without_a_word_of_it(
+    name: str, mode: str, host_secret: Path
+) -> None:
     result = compile_to_ptx(attack(OPENING[name], host_secret), "sm_90a")
     said = everything_said(result)
     assert TOKEN not in said
@@ -105,9 +107,12 @@ def test_directives_that_do_not_include_leak_nothing_either(name: str, mode: str
         assert not result.ok and "in other files are not shown" in everything_said(result)
 
 
-def test_the_upload_path_refuses_the_reported_attack_with_a_clear_message(host_secret: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(jailed, "jail_namespaces", lambda: False)  # the check alone, as on a host without namespaces
+def test_the_upload_path_refuses_the_reported_attack_with_a_clear_message(
+    host_secret: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        jailed, "jail_namespaces", lambda: False
+    )  # the check alone, as on a host without namespaces
     source = f'/**/#include "{host_secret}"\n' + VADD_CU
     result = validate_upload("cuda", source, None, "vector_add", ["sm_90a"])
     said = "\n".join(result.messages())
@@ -115,7 +120,9 @@ def test_the_upload_path_refuses_the_reported_attack_with_a_clear_message(host_s
 
 
 def test_an_honest_kernel_with_toolkit_and_system_headers_compiles(mode: str) -> None:
-    headers = "#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n#include <cuda/std/cstdint>\n#include <stdint.h>\n"
+    headers = (
+        "#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n#include <cuda/std/cstdint>\n#include <stdint.h>\n"
+    )
     result = validate_upload("cuda", headers + VADD_CU, None, "vector_add", ["sm_90a"])
     assert result.ok, result.messages()
 
@@ -140,7 +147,9 @@ def test_a_source_that_keeps_the_compiler_busy_is_stopped_at_the_time_limit() ->
 
 
 def test_a_source_that_burns_cpu_is_stopped_at_the_cpu_limit() -> None:
-    result = compile_to_ptx(BLOWUP + "\nint v = X34 0;\n", "sm_90a", limits=ToolLimits(wall_seconds=60, cpu_seconds=2))
+    result = compile_to_ptx(
+        BLOWUP + "\nint v = X34 0;\n", "sm_90a", limits=ToolLimits(wall_seconds=60, cpu_seconds=2)
+    )
     assert result.errors[0].message == "nvcc ran past its CPU time limit of 2 s and was stopped"
 
 
@@ -168,10 +177,12 @@ def connects(port):
         return False
 print(json.dumps({
     "pid": os.getpid(), "sid": os.getsid(0), "uid": os.getuid(), "root": sorted(os.listdir("/")),
-    "secret": os.path.exists(sys.argv[1]), "repo": os.path.exists(sys.argv[2]), "proc": os.path.exists("/proc/1"),
+    "secret": os.path.exists(sys.argv[1]), "repo": os.path.exists(sys.argv[2]),
+    "proc": os.path.exists("/proc/1"),
     "writes_usr": can_write("/usr/bin/solboard-probe"), "writes_work": can_write("probe.txt"),
     "connects": connects(int(sys.argv[3])), "environ": sorted(os.environ),
-    "limits": [resource.getrlimit(r)[0] for r in (resource.RLIMIT_AS, resource.RLIMIT_CPU, resource.RLIMIT_FSIZE)],
+    "limits": [resource.getrlimit(r)[0]
+               for r in (resource.RLIMIT_AS, resource.RLIMIT_CPU, resource.RLIMIT_FSIZE)],
 }))
 """
 
@@ -182,7 +193,9 @@ def probe_jail(namespaces: bool, secret: Path, port: int) -> dict[str, object]:
         pytest.skip("no /usr/bin/python3 to probe the jail with")
     limits = ToolLimits(wall_seconds=30, cpu_seconds=20, address_space_bytes=2 << 30, file_bytes=1 << 20)
     with WorkFolder("solboard-probe-") as folder:
-        run = run_in_jail(python, ["-c", PROBE, str(secret), str(ROOT), str(port)], folder, limits, namespaces)
+        run = run_in_jail(
+            python, ["-c", PROBE, str(secret), str(ROOT), str(port)], folder, limits, namespaces
+        )
     assert run.returncode == 0, run.stderr
     return dict(json.loads(run.stdout))
 
@@ -222,7 +235,10 @@ def test_unjailed_the_compiler_still_runs_in_its_own_limited_session(
 
 def test_text_that_is_not_utf8_is_named_by_its_byte_offset() -> None:
     assert text_problem("ab\udcffc") == "the source is not UTF-8 text: byte 0xff at byte offset 2"
-    assert text_problem("é\ud800") == "the source is not UTF-8 text: an unpaired surrogate U+D800 at byte offset 2"
+    assert (
+        text_problem("é\ud800")
+        == "the source is not UTF-8 text: an unpaired surrogate U+D800 at byte offset 2"
+    )
     assert text_problem("ab\0") == "the source contains a NUL byte at byte offset 2"
     assert text_problem("héllo") is None
     with pytest.raises(ValueError, match="byte 0xfe at byte offset 3"):
@@ -233,5 +249,6 @@ def test_nvcc_and_ptxas_refuse_text_that_is_not_utf8_before_running() -> None:
     compiled = compile_to_ptx(VADD_CU + "// \udcff\n", "sm_90a")
     assert not compiled.ok and "not UTF-8 text: byte 0xff" in compiled.errors[0].message
     assembled = assemble("// \0\n", "sm_90a")
-    assert not assembled.ok and assembled.errors[0].message == "the source contains a NUL byte at byte offset 3"
-
+    assert (
+        not assembled.ok and assembled.errors[0].message == "the source contains a NUL byte at byte offset 3"
+    )

@@ -31,7 +31,9 @@ def test_each_process_of_a_job_is_told_apart_by_its_command_line() -> None:
     assert label("/usr/bin/python3 -m evaluator.harness.witness_child --socket s --log l") == "witness"
     # ncu's command line ends with the witness process's: its first words decide.
     assert label("/bin/sh /opt/nsight-compute/ncu --csv python3 -m evaluator.harness.witness_child") == "ncu"
-    assert label("/opt/nsight-compute/target/linux-desktop-glibc_2_11_3-x64/ncu-cli --csv python3 -m x") == "ncu"
+    assert (
+        label("/opt/nsight-compute/target/linux-desktop-glibc_2_11_3-x64/ncu-cli --csv python3 -m x") == "ncu"
+    )
     assert label("/usr/sbin/sshd -D") == "other"
 
 
@@ -45,10 +47,22 @@ def test_stages_are_laid_end_to_end_and_samples_summed_inside_each() -> None:
     assert windows["witness"] == (10.25, 12.25)
     assert "witness.calls" not in windows  # a sub-phase of the witness, not a stage of its own
     samples = [
-        {"t": 5.0, "cpu_s": {"judge": 0.1, "witness": 0.2}, "gpu_util": 50.0, "gpu_mem_mib": 900.0, "sm_mhz": 1980.0,
-         "apps": ["1, 500"]},
-        {"t": 7.5, "cpu_s": {"judge": 0.3}, "gpu_util": 100.0, "gpu_mem_mib": 4000.0, "sm_mhz": 1755.0,
-         "apps": ["1, 500", "2, 3000"]},
+        {
+            "t": 5.0,
+            "cpu_s": {"judge": 0.1, "witness": 0.2},
+            "gpu_util": 50.0,
+            "gpu_mem_mib": 900.0,
+            "sm_mhz": 1980.0,
+            "apps": ["1, 500"],
+        },
+        {
+            "t": 7.5,
+            "cpu_s": {"judge": 0.3},
+            "gpu_util": 100.0,
+            "gpu_mem_mib": 4000.0,
+            "sm_mhz": 1755.0,
+            "apps": ["1, 500", "2, 3000"],
+        },
         {"t": 9.0, "cpu_s": {"child": 0.25}},  # ranked: no GPU reading (an NVML sample failed)
     ]
     summary = probe.per_stage(samples, windows)
@@ -62,9 +76,15 @@ def test_stages_are_laid_end_to_end_and_samples_summed_inside_each() -> None:
 
 def test_a_cpu_smoke_run_takes_each_mode_in_turn_and_records_each_stage(tmp_path: Path) -> None:
     out = tmp_path / "probe.json"
-    done = subprocess.run([sys.executable, str(SCRIPT), "vector_add", "--device", "cpu", "--runs", "1", "--out", str(out)],
-                          capture_output=True, text=True, cwd=REPO, timeout=240, check=False,
-                          env={**os.environ, "SOLBOARD_COMMIT": "test"})
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "vector_add", "--device", "cpu", "--runs", "1", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=240,
+        check=False,
+        env={**os.environ, "SOLBOARD_COMMIT": "test"},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     record = json.loads(out.read_text())
     assert [run["mode"] for run in record["runs"]] == ["early", "early_pool", "late"]

@@ -55,7 +55,9 @@ def test_events_that_agree_with_spans_measured_beside_them_clear_the_flag_and_ra
 def test_host_work_in_every_call_outruns_the_spans_beside_it_too_and_is_ranked_by_events() -> None:
     # c14_host_work on the H200: 1111.8 us of events against a few-us span, in every batch.
     spans_again = [4.3] * 20
-    source, ranked, extra = judged_side_by_side(SPANS + spans_again, spans_again, [1111.8] * 20, allowance_us=6.0)
+    source, ranked, extra = judged_side_by_side(
+        SPANS + spans_again, spans_again, [1111.8] * 20, allowance_us=6.0
+    )
     assert source == "events" and ranked == [1111.8] * 20
     assert extra["events_remeasured"] and extra["disagreement_rel"] > 100
 
@@ -70,7 +72,9 @@ class ScriptedTimer:
         self.host_us = [600.0] * 32  # a host launch long enough for the longest gate (1000 us)
         self.batches: list[bool] = []
 
-    def batch(self, size: int | None, min_calls: int = 0, min_s: float = 0.0, profiled: bool = True) -> _Batch:
+    def batch(
+        self, size: int | None, min_calls: int = 0, min_s: float = 0.0, profiled: bool = True
+    ) -> _Batch:
         count = size or 8
         self.calls += count
         self.batches.append(profiled)
@@ -87,7 +91,9 @@ def timed_with(monkeypatch: pytest.MonkeyPatch, timer: ScriptedTimer) -> TimingO
     return gpu_timing.time_gpu(lambda: None, [], TimingConfig(budget_s=0.0), None, None)
 
 
-def test_time_gpu_clears_an_excess_that_its_second_look_does_not_confirm(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_time_gpu_clears_an_excess_that_its_second_look_does_not_confirm(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     timer = ScriptedTimer(spans=[9124.6, 9180.0], events=[10236.3, 9420.0])
     outcome = timed_with(monkeypatch, timer)
     assert outcome.flags == []

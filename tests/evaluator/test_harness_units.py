@@ -16,12 +16,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from evaluator.harness import anticheat, channel, correctness, stats, trace
-from evaluator.harness.outcome import ShapeResult
-from evaluator.harness.request import EvaluationRequest
-from evaluator.problems import OutputTolerance
-from evaluator.report import Status, Witness
-from tests.harness_helpers import timed_result
+# The harness modules import torch: they come after the skip.
+from evaluator.harness import anticheat, channel, correctness, stats, trace  # noqa: E402
+from evaluator.harness.outcome import ShapeResult  # noqa: E402
+from evaluator.harness.request import EvaluationRequest  # noqa: E402
+from evaluator.problems import OutputTolerance  # noqa: E402
+from evaluator.report import Status, Witness  # noqa: E402
+from tests.harness_helpers import timed_result  # noqa: E402
 
 # ---------------------------------------------------------------- statistics
 
@@ -194,7 +195,9 @@ def test_a_native_thread_started_after_the_reference_point_is_a_problem_python_c
                                ctypes.c_void_p(2)) == 0
     try:
         assert reference.problems(native=False) is None  # invisible to Python's thread count
-        assert "native threads started by the submission are running (class 2)" in (reference.problems() or "")
+        assert "native threads started by the submission are running (class 2)" in (
+            reference.problems() or ""
+        )
     finally:
         libc.pthread_join(thread, None)
     assert reference.problems() is None
@@ -234,13 +237,17 @@ def test_cpu_timing_reports_the_median_mean_and_extremes_of_the_calls_it_timed(
     config = timing.TimingConfig(budget_s=0.2, warmup_calls=3, warmup_s=0.0)
     stats = timing.time_cpu(kernel, [input_set(), input_set()], config, anticheat.Activity.now()).stats
     timed_calls = [20.0, 100.0, 100.0] * stats["n"]
-    durations = timed_calls[config.warmup_calls:config.warmup_calls + stats["n"]]  # warm-up moved the clock too
+    durations = timed_calls[
+        config.warmup_calls : config.warmup_calls + stats["n"]
+    ]  # warm-up moved the clock too
     assert stats["median_us"] == 100.0 and stats["min_us"] == 20.0 and stats["max_us"] == 100.0
     assert stats["mean_us"] == pytest.approx(sum(durations) / len(durations))
     assert stats["n"] == len(durations) >= config.min_samples and stats["method"] == "wall"
 
 
-def test_cpu_timing_asks_for_the_next_inputs_the_moment_a_call_returns(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cpu_timing_asks_for_the_next_inputs_the_moment_a_call_returns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """With the judge serving the sets, asking for the next one stops the judge's clock of the call:
     it must come before this process's own checks, and the last call is followed by one too."""
     from evaluator.harness import timing
@@ -248,8 +255,12 @@ def test_cpu_timing_asks_for_the_next_inputs_the_moment_a_call_returns(monkeypat
     events: list[str] = []
 
     def input_set(name: str) -> timing.TimedSet:
-        return timing.TimedSet([torch.ones(2)], [torch.empty(2)], refresh=lambda: events.append(f"prepare {name}"),
-                               verify=lambda: events.append(f"check {name}") and None)
+        return timing.TimedSet(
+            [torch.ones(2)],
+            [torch.empty(2)],
+            refresh=lambda: events.append(f"prepare {name}"),
+            verify=lambda: events.append(f"check {name}") and None,
+        )
 
     def kernel(x: torch.Tensor, out: torch.Tensor) -> None:
         events.append("call")
@@ -505,13 +516,27 @@ def _serving(device: str, script: list[tuple[float, dict[str, Any]]], monkeypatc
     judge.limit_call = lambda shape_id, what, first: judge.child.limit_call(what, 15.0 if first else 1.0, "")
     service = judge_timing.KernelTimingService.__new__(judge_timing.KernelTimingService)
     service.__dict__.update(
-        judge=judge, shape=SimpleNamespace(axes={}, shape_id="s"), ctx=None, distribution="normal", seeds={}, calls=0, checks=0,
-        last_round_trip_us=None, checked_round_trips_us=[], failure=None, checked_index=None,
-        prefetching=device == "cpu", answered=None, sets=[([], [torch.zeros(2)], None) for _ in range(2)])
+        judge=judge,
+        shape=SimpleNamespace(axes={}, shape_id="s"),
+        ctx=None,
+        distribution="normal",
+        seeds={},
+        calls=0,
+        checks=0,
+        last_round_trip_us=None,
+        checked_round_trips_us=[],
+        failure=None,
+        checked_index=None,
+        prefetching=device == "cpu",
+        answered=None,
+        sets=[([], [torch.zeros(2)], None) for _ in range(2)],
+    )
     return service
 
 
-def test_the_gpu_judges_clock_stops_at_done_not_at_the_childs_bookkeeping(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_gpu_judges_clock_stops_at_done_not_at_the_childs_bookkeeping(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """On the H200, with the clock ended by the next request, a call followed by the profiler's
     batch end or by the child's statistics (the last one) kept the judge waiting 6-10 ms more than
     it took, and honest kernels were REJECTED for hidden host work (class 14)."""
@@ -524,12 +549,18 @@ def test_the_gpu_judges_clock_stops_at_done_not_at_the_childs_bookkeeping(monkey
     assert service._loop()["type"] == "timed"
     assert service.calls == 4 and service.checks == 4  # the last call is not checked twice
     assert len(service.checked_round_trips_us) == 4
-    assert all(0.9 * call * 1e6 <= waited < 0.9 * bookkeeping * 1e6 for waited in service.checked_round_trips_us)
+    assert all(
+        0.9 * call * 1e6 <= waited < 0.9 * bookkeeping * 1e6 for waited in service.checked_round_trips_us
+    )
     assert service.judge.child.sent == ["go"] * 4
 
 
 def test_a_last_gpu_call_without_done_is_judged_but_not_clocked(monkeypatch: pytest.MonkeyPatch) -> None:
-    script = [(0.0, {"type": "next", "set": 0}), (0.01, {"type": "next", "set": 1}), (0.05, {"type": "timed"})]
+    script = [
+        (0.0, {"type": "next", "set": 0}),
+        (0.01, {"type": "next", "set": 1}),
+        (0.05, {"type": "timed"}),
+    ]
     service = _serving("cuda", script, monkeypatch)
     service._loop()
     assert service.checks == 2 and len(service.checked_round_trips_us) == 1  # the first call's clock only
@@ -638,8 +669,13 @@ def test_a_child_that_dies_before_loading_the_submission_is_the_evaluators_failu
     from evaluator.problems import get_problem
 
     request = EvaluationRequest(problem="vector_add", file=Path(__file__), device="cpu")
-    judge = Judge(request, get_problem("vector_add"), ["n4099"], {"type": "config", "problem": "no_such_problem"},
-                  tmp_path)
+    judge = Judge(
+        request,
+        get_problem("vector_add"),
+        ["n4099"],
+        {"type": "config", "problem": "no_such_problem"},
+        tmp_path,
+    )
     with pytest.raises(HarnessFailure, match="no_such_problem"):
         judge.run()
 
@@ -651,7 +687,9 @@ def _witnessed(reported_us: float, calls_us: list[float], kernels: int = 1, roun
                gate_us: float = 20.0) -> Witness:
     from evaluator.harness.witness import gpu_witness
 
-    return gpu_witness(timed_result({**_timing(reported_us), "gate_us": gate_us}, round_trip), calls_us, kernels)
+    return gpu_witness(
+        timed_result({**_timing(reported_us), "gate_us": gate_us}, round_trip), calls_us, kernels
+    )
 
 
 def test_an_honest_median_a_little_below_ncu_is_confirmed() -> None:
@@ -678,9 +716,15 @@ def test_the_host_work_slack_covers_the_honest_calls_measured_on_the_h200() -> N
     # Hidden (judge's clock - gate - median) of honest calls on the H200: 1947 us on a 9.1 ms call
     # (moe_unpermute); 3677 us on a 5.4 ms call (fp8_blockscaled_gemm's example), 1816 us
     # on a 2.2 ms one (w4a16_gemm's baseline), 1179 us on a 74 us one (silu_and_mul's baseline).
-    for reported, ncu, hidden in [(9122.7, 8852.9, 1947.0), (5406.1, 5314.1, 3677.1), (2160.1, 2103.2, 1816.1),
-                                  (74.0, 75.1, 1179.0)]:
-        assert _witnessed(reported, [ncu] * 3, round_trip=1000.0 + reported + hidden, gate_us=1000.0).confirmed
+    for reported, ncu, hidden in [
+        (9122.7, 8852.9, 1947.0),
+        (5406.1, 5314.1, 3677.1),
+        (2160.1, 2103.2, 1816.1),
+        (74.0, 75.1, 1179.0),
+    ]:
+        assert _witnessed(
+            reported, [ncu] * 3, round_trip=1000.0 + reported + hidden, gate_us=1000.0
+        ).confirmed
     # Beyond 2000 us + 75% of the median it is host work (class 14).
     assert not _witnessed(74.0, [75.1] * 3, round_trip=1000.0 + 74.0 + 2100.0, gate_us=1000.0).confirmed
     assert not _witnessed(5406.1, [5314.1] * 3, round_trip=1000.0 + 5406.1 + 6200.0, gate_us=1000.0).confirmed
@@ -726,7 +770,9 @@ def test_a_kernel_between_calls_or_a_forged_marker_leaves_the_result_unwitnessed
 def test_duplicate_kernel_ids_in_ncus_output_mean_it_was_tampered_with() -> None:
     from evaluator.harness.witness import parse_ncu_output
 
-    forged = NCU_RAW + '"0","nvjet_fake","(1, 1, 1)","(1, 1, 1)","0.001","1","0","1","1","1","1","1","1","1","1"\n'
+    forged = (
+        NCU_RAW + '"0","nvjet_fake","(1, 1, 1)","(1, 1, 1)","0.001","1","0","1","1","1","1","1","1","1","1"\n'
+    )
     with pytest.raises(ValueError, match="tampered"):
         parse_ncu_output(forged)
     assert len(parse_ncu_output(NCU_RAW)) == 1
@@ -757,7 +803,9 @@ def test_a_collapsed_sm_clock_is_noted_but_a_power_cap_is_not() -> None:
     assert "SM clock fell" in telemetry_notes({"sm_clock_mhz": 1980}, {"sm_clock_mhz": 990})[0]
 
 
-def test_a_shape_below_the_t_sol_of_derived_counts_passes_with_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_shape_below_the_t_sol_of_derived_counts_passes_with_a_note(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Counts an import derived automatically are an estimate that can exceed the real work (a
     causal mask counted in full): a time below their t_SOL is a note about the counts, not class 17."""
     from evaluator.harness.assemble import ESTIMATED_LIGHT_NOTE

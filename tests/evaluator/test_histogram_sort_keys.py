@@ -37,7 +37,9 @@ def test_histogram_distributions_stay_in_range_and_have_their_shape() -> None:
     assert int(uniform.min()) > 250 and int(uniform.max()) < 550  # ~391 each
     hot = torch.bincount(inputs("histogram", axes, "hot").long(), minlength=256)
     assert 0.89 < int(hot.max()) / 100003 < 0.91
-    zipf = torch.bincount(inputs("histogram", axes, "zipf").long(), minlength=256).sort(descending=True).values
+    zipf = (
+        torch.bincount(inputs("histogram", axes, "zipf").long(), minlength=256).sort(descending=True).values
+    )
     assert int(zipf[:8].sum()) > 100003 // 3 and int(zipf[0]) < 100003 // 3  # skewed, not one bin
     ordered = inputs("histogram", axes, "sorted")
     assert torch.equal(ordered, ordered.sort().values)
@@ -126,7 +128,11 @@ def test_the_example_and_the_baseline_pass_through_the_harness(name: str, tmp_pa
 
 
 @pytest.mark.parametrize(
-    ("name", "wrong"), [("histogram", histogram_without_the_tail), ("sort_keys", sort_keys_as_unsigned)], ids=NAMES
+    ("name", "wrong"),
+    [("histogram", histogram_without_the_tail), ("sort_keys", sort_keys_as_unsigned)],
+    ids=NAMES,
 )
-def test_the_harness_reports_a_wrong_submission_as_incorrect(name: str, wrong: Callable[..., None], tmp_path: Path) -> None:
+def test_the_harness_reports_a_wrong_submission_as_incorrect(
+    name: str, wrong: Callable[..., None], tmp_path: Path
+) -> None:
     assert_harness_reports_incorrect(name, wrong, tmp_path)

@@ -35,8 +35,15 @@ print(json.dumps({"child": child, "resuid": os.getresuid(), "popen": identity.un
 
 def probe(**env: str) -> dict[str, object]:
     environment = {key: value for key, value in os.environ.items() if key != CHILD_UID_VARIABLE}
-    result = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO, env={**environment, **env, "PYTHONPATH": str(REPO)},
-                            capture_output=True, text=True, timeout=60, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        cwd=REPO,
+        env={**environment, **env, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return dict(json.loads(result.stdout))
 
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from evaluator.gpus import get_gpu_spec
+from evaluator.gpu_specs import get_gpu_spec
 from evaluator.harness.correctness import compare, poison_
 from evaluator.problems import CatalogueError, get_problem
 from evaluator.scoring import sol_figures

@@ -33,7 +33,9 @@ def test_bytes_count_the_cached_tokens_latents_not_the_whole_cache() -> None:
 # ---------------------------------------------------------------- wrong kernels
 
 
-def mla_with_bf16_scores(q: torch.Tensor, kv: torch.Tensor, seq_lens: torch.Tensor, out: torch.Tensor) -> None:
+def mla_with_bf16_scores(
+    q: torch.Tensor, kv: torch.Tensor, seq_lens: torch.Tensor, out: torch.Tensor
+) -> None:
     """Hugging Face's way: the scores of a bf16 matmul (rounded to bf16), then an fp32 softmax."""
     for row, length in enumerate(seq_lens.tolist()):
         cache = kv[row, :length]
@@ -41,14 +43,18 @@ def mla_with_bf16_scores(q: torch.Tensor, kv: torch.Tensor, seq_lens: torch.Tens
         out[row] = torch.softmax(scores, dim=-1).to(q.dtype) @ cache[:, :512]
 
 
-def mla_over_the_whole_cache(q: torch.Tensor, kv: torch.Tensor, seq_lens: torch.Tensor, out: torch.Tensor) -> None:
+def mla_over_the_whole_cache(
+    q: torch.Tensor, kv: torch.Tensor, seq_lens: torch.Tensor, out: torch.Tensor
+) -> None:
     """seq_lens ignored: every slot of the cache attended to."""
     cache = kv.float()
     probs = torch.softmax(q.float() @ cache.transpose(1, 2) / 192**0.5, dim=-1)
     out.copy_(probs @ cache[:, :, :512])
 
 
-def mla_without_the_rope_dims(q: torch.Tensor, kv: torch.Tensor, seq_lens: torch.Tensor, out: torch.Tensor) -> None:
+def mla_without_the_rope_dims(
+    q: torch.Tensor, kv: torch.Tensor, seq_lens: torch.Tensor, out: torch.Tensor
+) -> None:
     """Scores from the 512 latent dims only: the 64 decoupled RoPE dims left out."""
     for row, length in enumerate(seq_lens.tolist()):
         cache = kv[row, :length].float()
@@ -74,7 +80,9 @@ WRONG = [
 
 
 @pytest.mark.parametrize(("wrong", "exposed_by"), WRONG)
-def test_a_wrong_kernel_fails_the_tolerance(wrong: Callable[..., None], exposed_by: tuple[str, ...] | None) -> None:
+def test_a_wrong_kernel_fails_the_tolerance(
+    wrong: Callable[..., None], exposed_by: tuple[str, ...] | None
+) -> None:
     assert_wrong_kernel_fails(NAME, wrong, exposed_by)
 
 

@@ -87,4 +87,9 @@ def test_the_example_and_the_baseline_pass_through_the_harness(tmp_path: Path) -
 
 
 def test_the_harness_reports_a_wrong_submission_as_incorrect(tmp_path: Path) -> None:
-    assert_harness_reports_incorrect(NAME, swiglu_with_the_next_experts_weights, tmp_path, "import torch\nimport torch.nn.functional as F\n")
+    assert_harness_reports_incorrect(
+        NAME,
+        swiglu_with_the_next_experts_weights,
+        tmp_path,
+        "import torch\nimport torch.nn.functional as F\n",
+    )

@@ -32,10 +32,16 @@ def test_dest_rows_are_moe_permutes_and_the_combine_inverts_the_permute() -> Non
             assert torch.equal(ours["dest_rows"].long(), permuted["dest_rows"].long()), distribution
             assert torch.allclose(ours["topk_weights"].sum(dim=1), torch.ones(shape.axes["T"]))
             combined = unpermute.reference_module().reference(
-                {"expert_out": permuted["permuted"], "dest_rows": ours["dest_rows"], "topk_weights": ours["topk_weights"]},
+                {
+                    "expert_out": permuted["permuted"],
+                    "dest_rows": ours["dest_rows"],
+                    "topk_weights": ours["topk_weights"],
+                },
                 shape.axes,
             )["out"]
-            assert torch.allclose(combined, theirs["hidden"].double(), rtol=1e-6, atol=0), distribution  # fp32 weights sum to 1 +- 1e-7
+            assert torch.allclose(combined, theirs["hidden"].double(), rtol=1e-6, atol=0), (
+                distribution
+            )  # fp32 weights sum to 1 +- 1e-7
 
 
 # ---------------------------------------------------------------- wrong kernels

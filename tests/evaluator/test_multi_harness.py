@@ -62,7 +62,9 @@ def test_an_honest_allreduce_passes_at_every_world_size_with_the_slowest_ranks_t
 
 
 def test_ranked_mode_on_the_cpu_is_witnessed_by_the_judges_clock_and_never_ranked() -> None:
-    report = evaluate_file("allreduce", EXAMPLE, *CPU, "--mode", "ranked", "--secret-seed-stdin", stdin="12345\n")
+    report = evaluate_file(
+        "allreduce", EXAMPLE, *CPU, "--mode", "ranked", "--secret-seed-stdin", stdin="12345\n"
+    )
     assert report["status"] == "PASSED", report["message"]
     assert report["world_size"] == 2
     for shape in report["shapes"]:
@@ -76,11 +78,23 @@ def test_ranked_mode_on_the_cpu_is_witnessed_by_the_judges_clock_and_never_ranke
 
 @pytest.mark.parametrize(
     ("problem", "world_size"),
-    [("allgather_gemm", 2), ("allgather_gemm", 4), ("gemm_reducescatter", 2), ("gemm_reducescatter", 4),
-     ("vocab_parallel_logprob", 2), ("vocab_parallel_logprob", 4), ("ring_attention_fwd", 2),
-     ("ring_attention_fwd", 4), ("allgather_gemm", 8), ("gemm_reducescatter", 8), ("vocab_parallel_logprob", 8),
-     ("ring_attention_fwd", 8), ("moe_dispatch_combine", 2), ("moe_dispatch_combine", 4),
-     ("moe_dispatch_combine", 8)],
+    [
+        ("allgather_gemm", 2),
+        ("allgather_gemm", 4),
+        ("gemm_reducescatter", 2),
+        ("gemm_reducescatter", 4),
+        ("vocab_parallel_logprob", 2),
+        ("vocab_parallel_logprob", 4),
+        ("ring_attention_fwd", 2),
+        ("ring_attention_fwd", 4),
+        ("allgather_gemm", 8),
+        ("gemm_reducescatter", 8),
+        ("vocab_parallel_logprob", 8),
+        ("ring_attention_fwd", 8),
+        ("moe_dispatch_combine", 2),
+        ("moe_dispatch_combine", 4),
+        ("moe_dispatch_combine", 8),
+    ],
 )
 def test_the_other_examples_pass_at_every_world_size(problem: str, world_size: int) -> None:
     report = evaluate_file(problem, REPO / "examples" / "python" / f"{problem}.py", *CPU,
@@ -91,11 +105,15 @@ def test_the_other_examples_pass_at_every_world_size(problem: str, world_size: i
 
 @pytest.mark.parametrize("problem", ["allgather_gemm", "gemm_reducescatter"])
 @pytest.mark.parametrize("chunked", [False, True])
-def test_the_overlapped_examples_pass_whole_and_in_chunks(problem: str, chunked: bool, tmp_path: Path) -> None:
+def test_the_overlapped_examples_pass_whole_and_in_chunks(
+    problem: str, chunked: bool, tmp_path: Path
+) -> None:
     # The CPU shapes are too small for chunks: a copy with smaller chunks runs the chunked path too.
     source = (REPO / "examples" / "python" / f"{problem}_overlap.py").read_text()
     if chunked:
-        source = source.replace("PIECES = 4", "PIECES = 2").replace("MIN_ROWS_PER_PIECE = 256", "MIN_ROWS_PER_PIECE = 1")
+        source = source.replace("PIECES = 4", "PIECES = 2").replace(
+            "MIN_ROWS_PER_PIECE = 256", "MIN_ROWS_PER_PIECE = 1"
+        )
         assert "PIECES = 2" in source and "MIN_ROWS_PER_PIECE = 1" in source
     submission = tmp_path / f"{problem}_overlap.py"
     submission.write_text(source)
@@ -174,7 +192,11 @@ def test_a_wrong_result_on_one_rank_is_incorrect_and_names_the_rank() -> None:
     [
         ("modifies_input.py", "rank 0: the kernel modified its input x (class 7)"),
         ("multicast_on_import.py", "(NCCL_NVLS_ENABLE=1) during import: NVLink multicast must stay off"),
-        ("multicast_in_call.py", "rank 1: changed the multicast-off environment the harness sets (TORCH_SYMM_MEM_DISABLE_MULTICAST=0) during a call"),
+        (
+            "multicast_in_call.py",
+            "rank 1: changed the multicast-off environment the harness sets "
+            "(TORCH_SYMM_MEM_DISABLE_MULTICAST=0) during a call",
+        ),
         ("patches_timer.py", "evaluator.harness.multi_timing._perf_counter_ns"),
         ("forges_claim.py", "forged report: rank 0 claimed an iteration time of -1.0 (class 16"),
     ],
@@ -188,7 +210,9 @@ def test_a_cheat_on_one_rank_is_rejected(fixture: str, words: str) -> None:
 def test_world_sizes_a_problem_does_not_have_are_the_callers_error() -> None:
     three = run_cli("run", "allreduce", str(EXAMPLE), *CPU, "--world-size", "3")
     assert three.returncode == 2 and "world sizes [2, 4, 8]" in three.stderr
-    single = run_cli("run", "vector_add", str(REPO / "examples/python/vector_add.py"), *CPU, "--world-size", "2")
+    single = run_cli(
+        "run", "vector_add", str(REPO / "examples/python/vector_add.py"), *CPU, "--world-size", "2"
+    )
     assert single.returncode == 2 and "single-GPU" in single.stderr
 
 

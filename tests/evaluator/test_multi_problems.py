@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluator.gpus import get_gpu_spec
+from evaluator.gpu_specs import get_gpu_spec
 from evaluator.problems import CatalogueError, Problem, get_problem, load_catalogue, load_problem
 from evaluator.scoring import sol_figures
 from evaluator.sol import t_sol
@@ -46,7 +46,9 @@ def test_every_multi_problem_has_cpu_shapes_ranked_gpu_shapes_and_three_distribu
 
 @pytest.mark.parametrize("name", MULTI)
 @pytest.mark.parametrize("world_size", [2, 4, 8])
-def test_rank_shares_tile_the_global_data_and_match_the_declared_per_rank_specs(name: str, world_size: int) -> None:
+def test_rank_shares_tile_the_global_data_and_match_the_declared_per_rank_specs(
+    name: str, world_size: int
+) -> None:
     problem = get_problem(name)
     module = problem.reference_module()
     for shape in problem.select_shapes("all", device="cpu"):
@@ -144,7 +146,9 @@ def test_a_multi_problem_must_state_its_world_sizes_and_comm_bound(tmp_path: Pat
         (8, 2 * (7 / 8) * GIB),
     ],
 )
-def test_allreduce_counts_are_exact_with_the_all_reduce_lower_bound(world_size: int, comm_bytes: float) -> None:
+def test_allreduce_counts_are_exact_with_the_all_reduce_lower_bound(
+    world_size: int, comm_bytes: float
+) -> None:
     counts = get_problem("allreduce").counts({"N": GIB // 2, "world_size": world_size})
     assert counts.comm_bytes == comm_bytes
     assert counts.bytes == 2 * world_size * GIB  # every rank reads 1 GiB and writes 1 GiB
@@ -236,16 +240,24 @@ def test_allreduce_tolerance_passes_a_bf16_ring_and_fails_fp8_transport(world_si
         # gather A: (W-1)/W x M K (smaller than sending B_r, 0.5 x N K, plus the products)
         ("allgather_gemm", {"M": 4096, "N": 10240, "K": 8192, "world_size": 2}, 0.5 * 4096 * 8192),
         # very many rows: sending the weights and the products back is less than gathering A
-        ("allgather_gemm", {"M": 65536, "N": 1024, "K": 8192, "world_size": 2}, 0.5 * 1024 * 8192 + 32768 * 512),
+        (
+            "allgather_gemm",
+            {"M": 65536, "N": 1024, "K": 8192, "world_size": 2},
+            0.5 * 1024 * 8192 + 32768 * 512,
+        ),
         # reduce-scatter the partials: (W-1)/W x M N
         ("gemm_reducescatter", {"M": 4096, "N": 8192, "K": 8192, "world_size": 4}, 0.75 * 4096 * 8192),
         # very many rows, short K: gathering the operands is less than reduce-scattering the partials
-        ("gemm_reducescatter", {"M": 65536, "N": 1024, "K": 1024, "world_size": 2},
-         0.5 * (65536 * 1024 / 2 + 1024 * 1024)),
+        (
+            "gemm_reducescatter",
+            {"M": 65536, "N": 1024, "K": 1024, "world_size": 2},
+            0.5 * (65536 * 1024 / 2 + 1024 * 1024),
+        ),
     ],
 )
-def test_tensor_parallel_gemm_counts_take_the_least_communication(name: str, axes: dict[str, int],
-                                                                   comm_elements: float) -> None:
+def test_tensor_parallel_gemm_counts_take_the_least_communication(
+    name: str, axes: dict[str, int], comm_elements: float
+) -> None:
     counts = get_problem(name).counts(axes)
     m, n, k = axes["M"], axes["N"], axes["K"]
     assert counts.flops == {"bf16_tensor": float(2 * m * n * k)}
@@ -257,7 +269,9 @@ def test_a_qkv_projection_on_two_h200s_is_compute_bound_and_on_eight_link_bound(
     problem = get_problem("allgather_gemm")
     shape = {"M": 4096, "N": 10240, "K": 8192}
     two = t_sol(problem.counts({**shape, "world_size": 2}), get_gpu_spec("h200"), world_size=2)
-    assert two.bound == "compute" and two.t_sol_us == pytest.approx(2 * 4096 * 10240 * 8192 / 2 / 989e12 * 1e6)
+    assert two.bound == "compute" and two.t_sol_us == pytest.approx(
+        2 * 4096 * 10240 * 8192 / 2 / 989e12 * 1e6
+    )
     eight = t_sol(problem.counts({**shape, "world_size": 8}), get_gpu_spec("h200"), world_size=8)
     assert eight.bound == "link" and eight.t_sol_us == pytest.approx(7 / 8 * 2 * 4096 * 8192 / 450e9 * 1e6)
 
@@ -276,7 +290,9 @@ def _c_matched(problem: Problem, got: torch.Tensor, reference: torch.Tensor) -> 
 
 
 @pytest.mark.parametrize("world_size", [2, 4, 8])
-def test_allgather_gemm_tolerance_passes_a_gathered_bf16_gemm_and_fails_an_fp8_gather(world_size: int) -> None:
+def test_allgather_gemm_tolerance_passes_a_gathered_bf16_gemm_and_fails_an_fp8_gather(
+    world_size: int,
+) -> None:
     for distribution in get_problem("allgather_gemm").distributions:
         problem, _, global_inputs, reference = _gemm_case("allgather_gemm", world_size, distribution)
         a, b = global_inputs["A"], global_inputs["B"]
@@ -309,7 +325,9 @@ def test_gemm_reducescatter_tolerance_passes_a_bf16_ring_and_fails_fp8_partials(
         shares = [module.rank_inputs(global_inputs, axes, rank) for rank in range(world_size)]
         partials = [(share["A"].float() @ share["B"].float().t()).bfloat16() for share in shares]
         honest = nccl_like_reduce_scatter(partials)
-        assert _c_matched(problem, honest, reference) >= problem.tolerance_for("C").matched_ratio, distribution
+        assert _c_matched(problem, honest, reference) >= problem.tolerance_for("C").matched_ratio, (
+            distribution
+        )
         fp8 = nccl_like_reduce_scatter([partial.to(torch.float8_e4m3fn).bfloat16() for partial in partials])
         assert _c_matched(problem, fp8, reference) < 0.99, distribution
 
@@ -354,7 +372,9 @@ def bf16_logprob(global_inputs: dict[str, torch.Tensor]) -> torch.Tensor:
 
 @pytest.mark.parametrize("world_size", [2, 4, 8])
 @pytest.mark.parametrize("vocabulary", [64, 200, 32000])
-def test_vocab_parallel_logprob_tolerance_passes_fp32_and_fails_bf16(world_size: int, vocabulary: int) -> None:
+def test_vocab_parallel_logprob_tolerance_passes_fp32_and_fails_bf16(
+    world_size: int, vocabulary: int
+) -> None:
     problem = get_problem("vocab_parallel_logprob")
     module = problem.reference_module()
     tolerance = problem.tolerance_for("logprob")
@@ -386,7 +406,9 @@ def test_ring_attention_counts_are_exact_and_compute_bound_on_h200s() -> None:
     assert bound.bound == "compute" and bound.t_link_s < bound.t_compute_s / 20
 
 
-def ring_merge(q: torch.Tensor, chunks: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
+def ring_merge(
+    q: torch.Tensor, chunks: list[tuple[torch.Tensor, torch.Tensor]]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The baseline's arithmetic without the ring: flash attention per key/value chunk, merged by LSE."""
     from evaluator.problems.ring_attention_fwd.reference import flash_forward
 
@@ -395,7 +417,9 @@ def ring_merge(q: torch.Tensor, chunks: list[tuple[torch.Tensor, torch.Tensor]])
     for k, v in chunks:
         step_out, step_lse = flash_forward(q, k, v)
         merged = torch.logaddexp(lse, step_lse)
-        out = out * torch.exp(lse - merged).unsqueeze(-1) + step_out.float() * torch.exp(step_lse - merged).unsqueeze(-1)
+        out = out * torch.exp(lse - merged).unsqueeze(-1) + step_out.float() * torch.exp(
+            step_lse - merged
+        ).unsqueeze(-1)
         lse = merged
     return out.bfloat16(), lse
 
@@ -419,8 +443,13 @@ def test_ring_attention_tolerance_passes_a_merged_ring_and_fails_fp8_keys_and_va
         for rank, share in enumerate(shares):
             expected = module.rank_outputs(reference, axes, rank)
             out, lse = ring_merge(share["q"], chunks)
-            assert passes("O", out, expected["O"]) and passes("LSE", lse, expected["LSE"]), (distribution, rank)
-        fp8 = [(k.to(torch.float8_e4m3fn).bfloat16(), v.to(torch.float8_e4m3fn).bfloat16()) for k, v in chunks]
+            assert passes("O", out, expected["O"]) and passes("LSE", lse, expected["LSE"]), (
+                distribution,
+                rank,
+            )
+        fp8 = [
+            (k.to(torch.float8_e4m3fn).bfloat16(), v.to(torch.float8_e4m3fn).bfloat16()) for k, v in chunks
+        ]
         out, lse = ring_merge(shares[0]["q"], fp8)
         expected = module.rank_outputs(reference, axes, 0)
         assert not (passes("O", out, expected["O"]) and passes("LSE", lse, expected["LSE"])), distribution

@@ -25,7 +25,8 @@ class FakeEvent:
 
 
 def gpu_timer(monkeypatch: Any, launch_us: list[float]) -> tuple[multi_timing.GpuIterationTimer, list[float]]:
-    """A timer whose call takes ``launch_us[i]`` of host time on iteration i; the gate lengths it asked for."""
+    """A timer whose call takes ``launch_us[i]`` of host time on iteration i; the gate lengths it asked
+    for."""
     clock = {"ns": 0}
     gates: list[float] = []
     calls = iter(launch_us)

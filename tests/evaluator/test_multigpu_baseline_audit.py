@@ -23,8 +23,14 @@ SCRIPT = REPO / "benchmarks" / "multigpu_baseline_audit.py"
 
 def test_the_audit_runs_every_cpu_variant_in_a_gloo_group_and_each_passes(tmp_path: Path) -> None:
     out = tmp_path / "audit.json"
-    done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--world-size", "2", "--out", str(out)],
-                          cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--device", "cpu", "--world-size", "2", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     rows = json.loads(out.read_text())["rows"]
     expected = {(name, shape.shape_id, variant)

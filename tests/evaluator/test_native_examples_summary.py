@@ -49,7 +49,10 @@ def test_a_wrong_shape_names_its_check_and_worst_element() -> None:
     shape = ShapeReport(shape_id="b2_h1_s77_d128_causal1", axes={"S": 77}, ranked=False,
                         status=Status.INCORRECT_NUMERICAL, message="values outside tolerance", checks=[check])
     row = script().shape_row(_dump(shape))
-    assert "INCORRECT_NUMERICAL" in row and "seed 2 / outliers (outliers): O[0, 3, 76, 5] = 0.5 expected 0.25" in row
+    assert (
+        "INCORRECT_NUMERICAL" in row
+        and "seed 2 / outliers (outliers): O[0, 3, 76, 5] = 0.5 expected 0.25" in row
+    )
 
 
 def test_a_launch_error_keeps_the_drivers_words() -> None:
@@ -62,7 +65,9 @@ def test_executed_tensor_core_and_tma_counts_are_summed_over_kernels() -> None:
     profile = ProfileReport(available=True, kernels=[
         KernelProfile(name="k", executed_instructions={"HGMMA": 16384, "UTMALDG": 512, "IMAD": 9}),
         KernelProfile(name="k", executed_instructions={"HGMMA": 16384})])
-    shape = ShapeReport(shape_id="s", axes={}, ranked=True, status=Status.INCORRECT_NUMERICAL, profile=profile)
+    shape = ShapeReport(
+        shape_id="s", axes={}, ranked=True, status=Status.INCORRECT_NUMERICAL, profile=profile
+    )
     assert script().executed_counts(_dump(shape)) == {"HGMMA": 32768, "QGMMA": 0, "UTMALDG": 512, "HMMA": 0}
 
 
@@ -70,7 +75,9 @@ def test_the_evidence_line_says_what_is_missing_at_which_level() -> None:
     evidence = FeatureEvidence(arch="sm_90a", required=["wgmma", "tma"], missing=["wgmma", "tma"],
                                evidence_level="executed", executed_families={"HMMA": 4096})
     line = script().evidence_line({"evidence": _dump(evidence)})
-    assert line == "  evidence (executed, sm_90a): required wgmma, tma, missing wgmma, tma; executed HMMA 4,096"
+    assert (
+        line == "  evidence (executed, sm_90a): required wgmma, tma, missing wgmma, tma; executed HMMA 4,096"
+    )
 
 
 def test_an_evaluator_that_gave_no_report_is_one_line_with_its_reason() -> None:

@@ -51,9 +51,15 @@ def test_the_table_check_finds_every_kind_of_mistake() -> None:
         "constants": {"softmax_scale": "1/sqrt(D)"}, "required_features": {"sm_90a": ["wgmma", "warp_magic"]},
     })
     errors = "\n".join(table_errors(broken))
-    for words in ("unknown key [ptx].tile", "'scores', which is not a tensor", "leaves out the output 'LSE'",
-                  "'window', which is not an axis", "leaves out 'causal', which Python kernels get as a keyword",
-                  "softmax_scale must be a finite number", "'warp_magic'; known: wgmma"):
+    for words in (
+        "unknown key [ptx].tile",
+        "'scores', which is not a tensor",
+        "leaves out the output 'LSE'",
+        "'window', which is not an axis",
+        "leaves out 'causal', which Python kernels get as a keyword",
+        "softmax_scale must be a finite number",
+        "'warp_magic'; known: wgmma",
+    ):
         assert words in errors
 
 
@@ -89,7 +95,11 @@ CONSTANTS = {
 
 
 def test_every_constant_is_the_one_the_reference_uses() -> None:
-    declared = {(name, key): value for name in SINGLE for key, value in CATALOGUE[name].ptx.get("constants", {}).items()}
+    declared = {
+        (name, key): value
+        for name in SINGLE
+        for key, value in CATALOGUE[name].ptx.get("constants", {}).items()
+    }
     head_dim_scales = {key for key in declared if key[1] == "softmax_scale" and key not in CONSTANTS}
     assert set(declared) == set(CONSTANTS) | head_dim_scales
     for key, expected in CONSTANTS.items():
@@ -106,7 +116,10 @@ def test_the_generated_abi_lists_pointers_then_scalars_then_constants_in_the_har
         ("u32", "S"), ("u32", "D"), ("u32", "causal"), ("f32", "softmax_scale")]
     assert [p.name for p in abi.parameters if p.tensormap_allowed] == ["q", "k", "v", "O"]
     assert abi.required_features == {"sm_90a": ["wgmma", "tma"], "sm_100a": ["tcgen05", "tma"]}
-    assert "const __nv_bfloat16* __restrict__ q" in abi.cuda_skeleton and "float softmax_scale" in abi.cuda_skeleton
+    assert (
+        "const __nv_bfloat16* __restrict__ q" in abi.cuda_skeleton
+        and "float softmax_scale" in abi.cuda_skeleton
+    )
 
 
 def test_a_multi_gpu_problem_says_why_it_has_no_native_abi() -> None:
@@ -141,7 +154,9 @@ def _spec_with(problem: str, replace_text: tuple[str, str]) -> tuple[str, Any]:
 def test_an_f32_parameter_must_name_a_constant_of_the_problem() -> None:
     source, problem = _spec_with("rmsnorm", ('constant="eps"', 'constant="epsilon"'))
     result = validate_upload("ptx", source, None, problem, ["sm_90a"])
-    assert not result.ok and "rmsnorm has no constant 'epsilon' (constants: eps)" in "\n".join(result.messages())
+    assert not result.ok and "rmsnorm has no constant 'epsilon' (constants: eps)" in "\n".join(
+        result.messages()
+    )
 
 
 @needs_ptxas

@@ -72,8 +72,9 @@ def test_an_unreadable_file_exits_two() -> None:
 def test_check_ptx_takes_a_newly_native_problem_and_names_its_f32_constant(tmp_path: Path) -> None:
     """check-ptx is the site's validation: a CUDA example of a problem that took Python only before
     (rmsnorm, eps passed as an f32 constant) checks out on both targets."""
-    done = check_ptx("examples/cuda/rmsnorm.cu", "--arch", "sm_90a", "--arch", "sm_100a", "--problem", "rmsnorm",
-                     "--json")
+    done = check_ptx(
+        "examples/cuda/rmsnorm.cu", "--arch", "sm_90a", "--arch", "sm_100a", "--problem", "rmsnorm", "--json"
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["ok"], result

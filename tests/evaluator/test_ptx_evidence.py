@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from evaluator.ptx import validate_upload
-from evaluator.ptx.evidence import (
+from evaluator.ptx.feature_evidence import (
     executed_opcodes_from_raw_csv,
     families_from_opcodes,
     parse_opcode_instances,
@@ -76,7 +76,8 @@ def test_executed_opcode_counts_are_read_from_ncus_raw_page() -> None:
     raw = (
         '"ID","Kernel Name","Block Size","sass__inst_executed_per_opcode","gpu__time_duration.sum"\n'
         '"","","","inst","nsecond"\n'
-        '"0","gemm_bf16_wgmma_tma","(288, 1, 1)","580,032 (HGMMA: 16,384; UTMALDG: 512; IMAD: 83,872)","27,104"\n'
+        '"0","gemm_bf16_wgmma_tma","(288, 1, 1)",'
+        '"580,032 (HGMMA: 16,384; UTMALDG: 512; IMAD: 83,872)","27,104"\n'
     )
     counts = executed_opcodes_from_raw_csv(raw)
     assert counts == {"gemm_bf16_wgmma_tma": {"HGMMA": 16384, "UTMALDG": 512, "IMAD": 83872}}

@@ -23,7 +23,10 @@ def value(text: str, **axes: int) -> int:
 
 
 def test_it_reads_the_launch_block_from_leading_comments() -> None:
-    source = '// a kernel\n// solboard-launch:\n// entry = "k"\n// block = [32]\n//\n// not the spec\n.version 8.0\n'
+    source = (
+        '// a kernel\n// solboard-launch:\n// entry = "k"\n// block = [32]\n//\n// not the spec\n'
+        ".version 8.0\n"
+    )
     assert extract_spec_text(source) == 'entry = "k"\nblock = [32]'
 
 

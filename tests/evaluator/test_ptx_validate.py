@@ -22,7 +22,9 @@ SPEC = """
 entry = "vector_add_v4"
 grid = ["cdiv(N, 1024)", 1, 1]
 block = [256, 1, 1]
-params = [ {kind="ptr", tensor="a"}, {kind="ptr", tensor="b"}, {kind="ptr", tensor="c"}, {kind="u64", axis="N"} ]
+params = [
+    {kind="ptr", tensor="a"}, {kind="ptr", tensor="b"}, {kind="ptr", tensor="c"}, {kind="u64", axis="N"},
+]
 """
 
 
@@ -45,7 +47,7 @@ def test_the_vector_add_example_is_accepted_with_its_resources() -> None:
 
 def test_it_rejects_ptx_that_does_not_assemble_with_the_line_number() -> None:
     broken = VADD.replace("add.rn.f32          %f9, %f1, %f5;", "add.rn.f32          %f9, %f1, %q5;")
-    line = broken.splitlines().index(next(l for l in broken.splitlines() if "%q5" in l)) + 1
+    line = broken.splitlines().index(next(row for row in broken.splitlines() if "%q5" in row)) + 1
     result = validate_upload("ptx", broken, SPEC, "vector_add", ["sm_90a"])
     errors = result.archs[0].errors
     assert not result.ok and errors[0].stage == "ptxas"
@@ -150,7 +152,7 @@ class TestCudaSources:
 
     def test_a_compile_error_keeps_nvccs_words_and_line(self) -> None:
         source = (ROOT / "examples/cuda/vector_add.cu").read_text().replace("c4[1] =", "c5[1] =")
-        line = next(i for i, l in enumerate(source.splitlines(), 1) if "c5[1]" in l)
+        line = next(i for i, row in enumerate(source.splitlines(), 1) if "c5[1]" in row)
         errors = validate_upload("cuda", source, None, "vector_add", ["sm_90a"]).archs[0].errors
         assert any(e.stage == "nvcc" and e.line == line and "c5" in e.message for e in errors)
 
@@ -179,7 +181,8 @@ def test_validation_imports_neither_torch_nor_the_cuda_driver() -> None:
 
     code = (
         "import sys; from evaluator.ptx import validate_upload; "
-        "r = validate_upload('ptx', open('examples/ptx/vector_add.ptx').read(), None, 'vector_add', ['sm_90a']); "
+        "r = validate_upload('ptx', open('examples/ptx/vector_add.ptx').read(), None, 'vector_add', "
+        "['sm_90a']); "
         "assert r.ok; print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'cuda')))"
     )
     done = subprocess.run(

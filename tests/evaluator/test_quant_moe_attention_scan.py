@@ -105,11 +105,11 @@ def test_paged_lengths_sum_to_t_and_fit_every_shapes_pool() -> None:
         for seed in (1, 2, 3):
             lengths = module.sequence_lengths(shape.axes, seed)
             assert sum(lengths) == shape.axes["T"] and len(lengths) == shape.axes["B"], shape.shape_id
-            assert 1 <= min(lengths) and max(lengths) <= shape.axes["S"], shape.shape_id
+            assert min(lengths) >= 1 and max(lengths) <= shape.axes["S"], shape.shape_id
             table, used = module.page_tables(shape.axes, seed, lengths)
             assert int(used.sum()) == sum(-(-length // 16) for length in lengths)
             assert table.shape == (shape.axes["B"], shape.axes["S"] // 16)
-            assert 0 <= int(table.min()) and int(table.max()) < shape.axes["NB"]
+            assert int(table.min()) >= 0 and int(table.max()) < shape.axes["NB"]
 
 
 def test_paged_slots_past_each_sequence_hold_larger_values() -> None:
@@ -138,7 +138,7 @@ def test_paged_baseline_packs_each_sequences_slots_in_order_without_reading_the_
     ]
     assert slots.shape == (capacity,) and slots[: len(expected)].tolist() == expected
     assert cumulative.tolist() == [sum(lengths[:row]) for row in range(len(lengths) + 1)]
-    assert 0 <= int(slots.min()) and int(slots.max()) < capacity
+    assert int(slots.min()) >= 0 and int(slots.max()) < capacity
 
 
 @pytest.mark.gpu
@@ -158,7 +158,9 @@ def test_paged_baseline_never_waits_for_the_device() -> None:
     finally:
         torch.cuda.set_sync_debug_mode("default")
     expected = module.reference({name: tensor.cpu() for name, tensor in inputs.items()}, axes)["out"]
-    assert torch.allclose(out.double().cpu(), expected, atol=2e-2 * float(expected.pow(2).mean().sqrt()), rtol=1e-2)
+    assert torch.allclose(
+        out.double().cpu(), expected, atol=2e-2 * float(expected.pow(2).mean().sqrt()), rtol=1e-2
+    )
 
 
 def sequential_scan(
@@ -207,7 +209,7 @@ def brute_force_scan_counts(b: int, seq: int, h: int, p: int, g: int, n: int) ->
         first, last = index == 0, index == len(starts) - 1
         simt += h * (2 * q - 1)  # dt * A, running sum inside the chunk
         for ell in range(q):
-            for s in range(ell + 1):
+            for _s in range(ell + 1):
                 tensor += 2 * n * g + 2 * p * h  # C_l . B_s per group; (CB decay dt) x_s per head
                 simt += 4 * h  # subtraction, exp, two products
             if not last:

@@ -89,6 +89,10 @@ def test_ranked_time_reads_the_rule_from_the_witness_it_has() -> None:
     cpu = {"source": "judge_wall", "median_us": 60.0, "n": 40, "floor_us": -970.0, "confirmed": True,
            "overhead_us": 40.0, "baseline_us": 45.0}
     times = ranked_time(_shape(0.001, 4.0, cpu))
-    assert times is not None and times.kernel_us == pytest.approx(20.0) and times.baseline_us == pytest.approx(5.0)
+    assert (
+        times is not None
+        and times.kernel_us == pytest.approx(20.0)
+        and times.baseline_us == pytest.approx(5.0)
+    )
     unwitnessed = ranked_time(_shape(150.0, 300.0, None))
     assert unwitnessed is not None and unwitnessed.kernel_us == 150.0 and not unwitnessed.raised

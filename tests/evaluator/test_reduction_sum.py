@@ -44,7 +44,9 @@ WRONG = [
 
 
 @pytest.mark.parametrize(("wrong", "exposed_by"), WRONG)
-def test_a_wrong_kernel_fails_the_tolerance(wrong: Callable[..., None], exposed_by: tuple[str, ...] | None) -> None:
+def test_a_wrong_kernel_fails_the_tolerance(
+    wrong: Callable[..., None], exposed_by: tuple[str, ...] | None
+) -> None:
     assert_wrong_kernel_fails(NAME, wrong, exposed_by)
 
 

@@ -23,7 +23,17 @@ CPU = ("--device", "cpu", "--seed", "5")
 RANKED = ("--mode", "ranked", "--secret-seed-stdin")
 
 #: Values that differ between machines or between runs of the same honest kernel: shown by type.
-MACHINE_OR_RUN = {"name", "torch_version", "log", "started_at", "finished_at", "sandbox", "raised", "notes", "flags"}
+MACHINE_OR_RUN = {
+    "name",
+    "torch_version",
+    "log",
+    "started_at",
+    "finished_at",
+    "sandbox",
+    "raised",
+    "notes",
+    "flags",
+}
 
 CASES: dict[str, tuple[str, Any, tuple[str, ...]]] = {
     "passed_ranked": ("vector_add", GOOD / "baseline.py", RANKED),
@@ -67,8 +77,10 @@ def test_a_cpu_runs_report_keeps_its_form(case: str) -> None:
 
 def test_the_skeleton_sees_a_renamed_key_a_moved_key_and_a_changed_word() -> None:
     report = {"status": "PASSED", "shapes": [{"shape_id": "n4099", "timing": {"median_us": 4.2, "n": 30}}]}
-    assert skeleton(report) == [["status", "PASSED"], ["shapes", [[["shape_id", "n#"],
-                                                                  ["timing", [["median_us", "<float>"], ["n", "<int>"]]]]]]]
+    assert skeleton(report) == [
+        ["status", "PASSED"],
+        ["shapes", [[["shape_id", "n#"], ["timing", [["median_us", "<float>"], ["n", "<int>"]]]]]],
+    ]
     assert skeleton({**report, "status": "passed"}) != skeleton(report)
     assert skeleton({"shapes": report["shapes"], "status": "PASSED"}) != skeleton(report)
     assert skeleton({**report, "shapes": [{"shape_id": "n4099", "timing": {"median_us": 4, "n": 30}}]}) \

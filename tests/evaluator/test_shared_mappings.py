@@ -35,7 +35,9 @@ def test_every_mapping_is_closed_after_the_device_is_idle(monkeypatch: Any, runt
     assert synchronized == [True] and runtime.closed == [0x1000, 0x2000] and mapped._opened == []
 
 
-def test_a_context_poisoned_by_a_cuda_fault_does_not_stop_the_unbind(monkeypatch: Any, runtime: FakeRuntime) -> None:
+def test_a_context_poisoned_by_a_cuda_fault_does_not_stop_the_unbind(
+    monkeypatch: Any, runtime: FakeRuntime
+) -> None:
     # After an illegal address every CUDA call of the process fails; the child must still answer
     # the judge's unbind, so that the job ends as RUNTIME_ERROR with the later shapes "not run".
     def poisoned(device: Any = None) -> None:

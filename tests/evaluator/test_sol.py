@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.gpus import (
+from evaluator.gpu_specs import (
     GpuSpecError,
     estimated_spec,
     get_gpu_spec,

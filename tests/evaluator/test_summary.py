@@ -9,28 +9,65 @@ from evaluator.report import DeviceInfo, EvaluationReport, ShapeReport, SolFigur
 
 
 def timing(median_us: float, ranks: list[float] | None = None) -> TimingStats:
-    return TimingStats(method="cupti", median_us=median_us, mean_us=median_us, min_us=median_us, max_us=median_us,
-                       std_us=0.0, n=120, ci95_low_us=median_us, ci95_high_us=median_us, ci95_half_width_rel=0.0042,
-                       converged=True, ranked_source="device_span", rank_median_us=ranks)
+    return TimingStats(
+        method="cupti",
+        median_us=median_us,
+        mean_us=median_us,
+        min_us=median_us,
+        max_us=median_us,
+        std_us=0.0,
+        n=120,
+        ci95_low_us=median_us,
+        ci95_high_us=median_us,
+        ci95_half_width_rel=0.0042,
+        converged=True,
+        ranked_source="device_span",
+        rank_median_us=ranks,
+    )
 
 
-SOL = SolFigures(flops={}, bytes=1e9, t_sol_us=10.0, bound="memory", sol_fraction=0.5, score=0.6667, speedup=2.0,
-                 tflops=0.0, gbps=50.0)
+SOL = SolFigures(
+    flops={},
+    bytes=1e9,
+    t_sol_us=10.0,
+    bound="memory",
+    sol_fraction=0.5,
+    score=0.6667,
+    speedup=2.0,
+    tflops=0.0,
+    gbps=50.0,
+)
 
 
 def report(*shapes: ShapeReport, **fields: object) -> EvaluationReport:
     values: dict[str, object] = {
-        "harness_version": "t", "problem": "vector_add", "problem_version": 1, "language": "python",
-        "mode": "ranked", "status": Status.PASSED, "message": "all shapes passed", "shapes": list(shapes),
+        "harness_version": "t",
+        "problem": "vector_add",
+        "problem_version": 1,
+        "language": "python",
+        "mode": "ranked",
+        "status": Status.PASSED,
+        "message": "all shapes passed",
+        "shapes": list(shapes),
         "device": DeviceInfo(kind="cuda", name="NVIDIA H200", gpu_type="h200", development_device=False),
-        "started_at": "s", "finished_at": "f", "wall_seconds": 12.34, "phase_seconds": {"compile": 1.5, "ranked": 7.25},
+        "started_at": "s",
+        "finished_at": "f",
+        "wall_seconds": 12.34,
+        "phase_seconds": {"compile": 1.5, "ranked": 7.25},
     }
     return EvaluationReport.model_validate({**values, **fields})
 
 
 def passed(shape_id: str = "n1048576") -> ShapeReport:
-    return ShapeReport(shape_id=shape_id, axes={"N": 1}, ranked=True, status=Status.PASSED, timing=timing(20.0),
-                       baseline_timing=timing(40.0), sol=SOL)
+    return ShapeReport(
+        shape_id=shape_id,
+        axes={"N": 1},
+        ranked=True,
+        status=Status.PASSED,
+        timing=timing(20.0),
+        baseline_timing=timing(40.0),
+        sol=SOL,
+    )
 
 
 def test_a_passed_ranked_shape_shows_its_timings_and_score() -> None:
@@ -65,7 +102,13 @@ def test_a_test_mode_run_and_a_multi_gpu_run_say_what_they_are() -> None:
     multi = passed("n4096")
     assert multi.timing is not None
     multi.timing.rank_median_us = [19.5, 20.0]
-    text = human_summary(report(multi, mode="test", world_size=2,
-                                device=DeviceInfo(kind="cpu", name="Xeon", gpu_type="cpu", development_device=True)))
+    text = human_summary(
+        report(
+            multi,
+            mode="test",
+            world_size=2,
+            device=DeviceInfo(kind="cpu", name="Xeon", gpu_type="cpu", development_device=True),
+        )
+    )
     assert text.splitlines()[0] == "vector_add v1 [python, test, 2 ranks] on Xeon (cpu, development device)"
     assert "ranks 19.5/20.0 us" in text and "rank eligible" not in text

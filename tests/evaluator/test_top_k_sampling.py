@@ -112,7 +112,9 @@ WRONG = [
 
 
 @pytest.mark.parametrize("wrong, shapes", WRONG)
-def test_a_wrong_kernel_fails_the_tolerance(wrong: Callable[..., None], shapes: tuple[str, ...] | None) -> None:
+def test_a_wrong_kernel_fails_the_tolerance(
+    wrong: Callable[..., None], shapes: tuple[str, ...] | None
+) -> None:
     assert_wrong_kernel_fails(NAME, wrong, None, shapes)
 
 

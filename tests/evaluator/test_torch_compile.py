@@ -10,7 +10,9 @@ from tests.harness_helpers import GOOD, REPO, evaluate_file
 
 
 def test_an_honest_torch_compile_kernel_passes_with_its_compilation_outside_the_timed_calls() -> None:
-    report = evaluate_file("vector_add", GOOD / "torch_compile_add.py", "--device", "cpu", "--shapes", "quick")
+    report = evaluate_file(
+        "vector_add", GOOD / "torch_compile_add.py", "--device", "cpu", "--shapes", "quick"
+    )
     assert report["status"] == "PASSED", report["message"]
     for shape in report["shapes"]:
         assert shape["timing"]["method"] == "wall"
@@ -29,6 +31,13 @@ def test_importing_dynamo_after_the_childs_warm_up_changes_nothing_the_snapshot_
         "import torch._dynamo, torch._inductor.config\n"
         "print(snapshot.changed())\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120,
-                            check=True, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )
     assert result.stdout.strip() == "[]", result.stdout + result.stderr

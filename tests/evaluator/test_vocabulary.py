@@ -62,7 +62,9 @@ def test_the_job_protocol_and_the_report_contract_accept_exactly_those_words() -
 def test_both_command_lines_offer_exactly_those_words() -> None:
     evaluator = argparse.ArgumentParser()
     run_cmd.add_arguments(evaluator)
-    assert choices_of(evaluator, "--language") == list(LANGUAGES) and choices_of(evaluator, "--mode") == list(MODES)
+    assert choices_of(evaluator, "--language") == list(LANGUAGES) and choices_of(evaluator, "--mode") == list(
+        MODES
+    )
     commands = client_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     assert choices_of(commands["run"], "--mode") == list(MODES)
     # submit also takes popcorn-cli's names, each one of the site's modes.

@@ -101,7 +101,11 @@ class Spare:
 
     def stderr(self) -> str:
         assert self.process.stderr is not None
-        return self.process.stderr.read().decode(errors="replace")[-3000:] if self.process.poll() is not None else ""
+        return (
+            self.process.stderr.read().decode(errors="replace")[-3000:]
+            if self.process.poll() is not None
+            else ""
+        )
 
     def kill(self) -> None:
         if self.process.poll() is None:
@@ -151,7 +155,9 @@ def test_a_spare_runs_exactly_one_job_and_exits(spare: Spare) -> None:
 def test_a_spare_stages_without_its_device_and_warms_it_only_when_told(spare: Spare) -> None:
     staged = spare.staged()["start_up_seconds"]
     assert staged["child.imports"] > 0 and "child.stage" in staged and staged["judge.imports"] > 0
-    assert not [name for name in staged if name.startswith(("child.warm_up", "child.device_init", "judge.blas"))]
+    assert not [
+        name for name in staged if name.startswith(("child.warm_up", "child.device_init", "judge.blas"))
+    ]
     time.sleep(1.0)  # it waits for the word: nothing comes meanwhile
     assert select.select([spare.process.stdout], [], [], 0)[0] == [] and spare.process.poll() is None
     spare.send(WARM_WORD, close=False)
@@ -175,7 +181,10 @@ def test_a_job_line_before_the_word_to_warm_up_runs_nothing(spare: Spare) -> Non
 
 
 def test_a_job_in_a_spare_gets_the_verdict_a_fresh_process_gives() -> None:
-    for fixture, status in ((GOOD / "wrong.py", "INCORRECT_NUMERICAL"), (CHEATS / "c16_early_ready.py", "REJECTED")):
+    for fixture, status in (
+        (GOOD / "wrong.py", "INCORRECT_NUMERICAL"),
+        (CHEATS / "c16_early_ready.py", "REJECTED"),
+    ):
         fresh = run_cli("run", "vector_add", str(fixture), "--device", "cpu", "--shapes", "quick", "--json")
         assert json.loads(fresh.stdout)["status"] == status
         spare = Spare()
@@ -198,7 +207,9 @@ def test_ranked_mode_streams_a_provisional_report_before_the_witnessed_one(spare
     assert any(note.startswith("provisional:") for note in provisional["notes"])
     assert all(shape["witness"] is None for shape in provisional["shapes"])
     assert final["witnessed"] is True and "witness" in final["phase_seconds"]
-    assert [s["timing"]["median_us"] for s in provisional["shapes"]] == [s["timing"]["median_us"] for s in final["shapes"]]
+    assert [s["timing"]["median_us"] for s in provisional["shapes"]] == [
+        s["timing"]["median_us"] for s in final["shapes"]
+    ]
 
 
 def test_a_test_job_streams_its_report_only() -> None:
@@ -224,7 +235,9 @@ def test_a_spare_whose_child_died_is_not_ready_and_takes_no_job(spare: Spare) ->
     spare.ready()
     os.kill(spare.child_pid(), signal.SIGKILL)
     event = spare.next_event(timeout=30)
-    assert event["event"] == "not_ready" and ("child exited" in event["reason"] or "closed it" in event["reason"])
+    assert event["event"] == "not_ready" and (
+        "child exited" in event["reason"] or "closed it" in event["reason"]
+    )
     events, code = spare.rest()
     assert code == EXIT_NOT_READY and not [event for event in events if event["event"] == "report"]
 
@@ -234,14 +247,22 @@ def test_a_spare_whose_stdin_closes_without_a_job_exits_not_ready(spare: Spare) 
     assert spare.process.stdin is not None
     spare.process.stdin.close()
     events, code = spare.rest()
-    assert code == EXIT_NOT_READY and events[0]["event"] == "not_ready" and "without a job" in events[0]["reason"]
+    assert (
+        code == EXIT_NOT_READY
+        and events[0]["event"] == "not_ready"
+        and "without a job" in events[0]["reason"]
+    )
 
 
 def test_a_malformed_job_line_runs_nothing(spare: Spare) -> None:
     spare.ready()
     spare.send({"run": "vector_add"})
     events, code = spare.rest()
-    assert code == EXIT_NOT_READY and events[0]["event"] == "not_ready" and "run arguments" in events[0]["reason"]
+    assert (
+        code == EXIT_NOT_READY
+        and events[0]["event"] == "not_ready"
+        and "run arguments" in events[0]["reason"]
+    )
 
 
 FAKE_NCU = """#!{python}

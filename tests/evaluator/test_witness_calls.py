@@ -106,7 +106,9 @@ def test_the_witness_process_loads_while_the_test_stage_runs_and_is_done_before_
     assert time.monotonic() - began < 0.2  # handing over the job does not wait for the load
     session.thread.join(0.1)
     assert session.configs and session.configs[0]["type"] == "config"
-    assert session.configs[0]["problem"] == "vector_add" and session.configs[0]["file"] == "/tmp/submission.py"
+    assert (
+        session.configs[0]["problem"] == "vector_add" and session.configs[0]["file"] == "/tmp/submission.py"
+    )
     await_load(judge)  # the ranked stage starts only after this returns
     assert time.monotonic() - began >= 0.3
     assert judge.witness_load.loaded and judge.witness_load.failure is None and not session.discarded
@@ -115,7 +117,9 @@ def test_the_witness_process_loads_while_the_test_stage_runs_and_is_done_before_
     assert peer.fd == session.judge_end.fileno() and judge.witness_load is None
 
 
-def test_a_submission_that_does_not_load_under_ncu_leaves_the_result_provisional_and_the_process_killed() -> None:
+def test_a_submission_that_does_not_load_under_ncu_leaves_the_result_provisional_and_the_process_killed() -> (
+    None
+):
     session = FakeSession({"type": "compile_error", "message": "import failed: boom"})
     judge = _judge(session)
     begin_load(judge)

@@ -22,7 +22,9 @@ def script() -> ModuleType:
 
 
 def job(problem: str, phases: dict[str, float], witnessed: int, unwitnessed: int = 0) -> dict[str, Any]:
-    shapes = [{"ranked": True, "witness_us": 10.0}] * witnessed + [{"ranked": True, "witness_us": None}] * unwitnessed
+    shapes = [{"ranked": True, "witness_us": 10.0}] * witnessed + [
+        {"ranked": True, "witness_us": None}
+    ] * unwitnessed
     return {"problem": problem, "submission": "example", "phases": phases, "shapes": shapes}
 
 
@@ -32,9 +34,11 @@ def write(path: Path, *jobs: dict[str, Any]) -> Path:
 
 
 def test_a_later_file_replaces_a_job_and_an_old_load_is_moved_into_the_test_stage(tmp_path: Path) -> None:
-    old = write(tmp_path / "old.json",
-                job("a", {"witness": 10.0, "witness.load": 3.0, "test": 2.0}, 4),  # 1 s of its load not hidden
-                job("b", {"witness": 99.0, "witness.load": 1.0, "test": 5.0}, 4))
+    old = write(
+        tmp_path / "old.json",
+        job("a", {"witness": 10.0, "witness.load": 3.0, "test": 2.0}, 4),  # 1 s of its load not hidden
+        job("b", {"witness": 99.0, "witness.load": 1.0, "test": 5.0}, 4),
+    )
     new = write(tmp_path / "new.json", job("b", {"witness": 4.0, "witness.load_wait": 0.0}, 3, unwitnessed=1))
     result = script().summary(script().latest_jobs([old, new]))
     rows = {row["problem"]: row for row in result["rows"]}
@@ -58,7 +62,9 @@ def test_the_script_runs_on_the_recorded_h200_jobs(tmp_path: Path) -> None:
 
 def test_a_job_whose_shapes_never_reached_the_witness_is_listed_without_a_figure(tmp_path: Path) -> None:
     # A CPU dry run's jobs: phases, but no ranked shape with a witness.
-    unwitnessed = write(tmp_path / "cpu.json", job("vector_add", {"witness": 0.5, "witness.load_wait": 0.0}, 0, 2))
+    unwitnessed = write(
+        tmp_path / "cpu.json", job("vector_add", {"witness": 0.5, "witness.load_wait": 0.0}, 0, 2)
+    )
     run = subprocess.run([sys.executable, str(SCRIPT), str(unwitnessed)], capture_output=True, text=True,
                          timeout=60, check=False)
     assert run.returncode == 0, run.stderr

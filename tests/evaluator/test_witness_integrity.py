@@ -187,8 +187,14 @@ WITNESS_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 def test_when_the_witness_ends_only_ncus_own_processes_and_the_witness_survive_the_sweep() -> None:
-    result = subprocess.run([sys.executable, "-c", WITNESS_SCRIPT], capture_output=True, text=True, timeout=60,
-                            check=False, cwd=Path(__file__).resolve().parents[2])
+    result = subprocess.run(
+        [sys.executable, "-c", WITNESS_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert result.returncode == 0, result.stderr
     # killed: the witness's helper; left: launcher, profiler, ncu's helper, the witness
     assert result.stdout.split() == ["1", "4", "True", "True"], result.stdout

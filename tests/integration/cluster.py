@@ -93,8 +93,14 @@ def running_cluster(django_db_blocker: Any, env_vars: dict[str, str], settings: 
         call_command("migrate", verbosity=0)
         call_command("sync_gpu_types", verbosity=0)
         call_command("sync_problems", verbosity=0)
-        env = {**os.environ, **env_vars, "DATABASE_URL": url, "CELERY_BROKER_URL": broker, "SOLBOARD_VAR": str(folder),
-               "PYTHONUNBUFFERED": "1"}
+        env = {
+            **os.environ,
+            **env_vars,
+            "DATABASE_URL": url,
+            "CELERY_BROKER_URL": broker,
+            "SOLBOARD_VAR": str(folder),
+            "PYTHONUNBUFFERED": "1",
+        }
         site = start_site_worker(env, folder / "site-worker.log")
         cluster = Cluster(folder, broker, env, [])
         try:
@@ -118,12 +124,16 @@ def running_cluster(django_db_blocker: Any, env_vars: dict[str, str], settings: 
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def wait_for(evaluation: Evaluation, condition: Callable[[Evaluation], bool], timeout: float = 90) -> Evaluation:
+def wait_for(
+    evaluation: Evaluation, condition: Callable[[Evaluation], bool], timeout: float = 90
+) -> Evaluation:
     deadline = time.monotonic() + timeout
     while True:
         evaluation.refresh_from_db()
         if condition(evaluation):
             return evaluation
         if time.monotonic() > deadline:
-            raise AssertionError(f"evaluation {evaluation.pk} stuck in {evaluation.status}: {evaluation.message}")
+            raise AssertionError(
+                f"evaluation {evaluation.pk} stuck in {evaluation.status}: {evaluation.message}"
+            )
         time.sleep(0.3)

@@ -78,8 +78,13 @@ def start_dev(var: Path, *, runner: bool = True, env: dict[str, str] | None = No
     """`solboard dev` on ``var`` and a free port; embedded database and broker unless ``env`` names others."""
     port = free_port()
     environment = {key: value for key, value in os.environ.items() if key not in SERVICE_VARIABLES}
-    environment.update(SOLBOARD_VAR=str(var), PORT=str(port), SOLBOARD_DEV_RUNNER="true" if runner else "false",
-                       SOLBOARD_RUNNER_SPARES="false", PYTHONPATH=str(REPO))
+    environment.update(
+        SOLBOARD_VAR=str(var),
+        PORT=str(port),
+        SOLBOARD_DEV_RUNNER="true" if runner else "false",
+        SOLBOARD_RUNNER_SPARES="false",
+        PYTHONPATH=str(REPO),
+    )
     environment.update(env or {})
     var.mkdir(parents=True, exist_ok=True)
     log = var.parent / f"{var.name}.log"
@@ -113,4 +118,6 @@ def stop(stack: DevStack, timeout: float = STOP_TIMEOUT_S) -> int:
     except subprocess.TimeoutExpired:
         os.killpg(stack.process.pid, signal.SIGKILL)
         stack.process.wait()
-        raise AssertionError(f"solboard dev ignored SIGTERM for {timeout:.0f}s:\n{stack.log_tail()}") from None
+        raise AssertionError(
+            f"solboard dev ignored SIGTERM for {timeout:.0f}s:\n{stack.log_tail()}"
+        ) from None

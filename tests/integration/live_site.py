@@ -52,8 +52,14 @@ def live_site(var: Path, **extra_env: str) -> Iterator[dict[str, str]]:
                SOLBOARD_CACHE_URL=f"file://{var / 'cache'}", **extra_env)
     log = var / "run.log"
     with log.open("wb") as out:
-        process = subprocess.Popen([*SOLBOARD, "dev"], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            [*SOLBOARD, "dev"],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         wait_until_healthy(port, process, log)
         yield {**env, "SOLBOARD_SERVER": f"http://127.0.0.1:{port}"}

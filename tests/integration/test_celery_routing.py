@@ -79,14 +79,18 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def test_site_tasks_reach_the_site_worker_and_only_it(cluster: Cluster) -> None:
     pending = [cluster.client.send_task("leaderboard.ping") for _ in range(TASKS_PER_QUEUE)]
     answers = [result.get(timeout=RESULT_TIMEOUT_S) for result in pending]
-    assert {(answer["hostname"], answer["queue"]) for answer in answers} == {(cluster.site_worker, SITE_QUEUE)}
+    assert {(answer["hostname"], answer["queue"]) for answer in answers} == {
+        (cluster.site_worker, SITE_QUEUE)
+    }
 
 
 def test_a_task_sent_to_a_gpu_queue_reaches_that_queues_worker_and_only_it(cluster: Cluster) -> None:
     pending = [cluster.client.send_task("leaderboard.ping", queue=cluster.gpu_queue)
                for _ in range(TASKS_PER_QUEUE)]
     answers = [result.get(timeout=RESULT_TIMEOUT_S) for result in pending]
-    assert {(answer["hostname"], answer["queue"]) for answer in answers} == {(cluster.gpu_worker, cluster.gpu_queue)}
+    assert {(answer["hostname"], answer["queue"]) for answer in answers} == {
+        (cluster.gpu_worker, cluster.gpu_queue)
+    }
 
 
 def test_both_queues_interleaved_still_reach_their_own_workers(cluster: Cluster) -> None:

@@ -33,7 +33,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
 
 
 def solboard(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([*SOLBOARD, *args], env=env, capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        [*SOLBOARD, *args], env=env, capture_output=True, text=True, timeout=600, check=False
+    )
     if done.returncode == EXIT_SERVICE:  # say why the site went away: its log is in pytest's tmp dir
         run_log = Path(env["SOLBOARD_VAR"]) / "run.log"
         done.stderr += "\n--- tail of the site's run.log ---\n" + run_log.read_text(errors="replace")[-6000:]
@@ -55,7 +57,9 @@ def test_a_kernel_that_fails_exits_1_and_its_report_says_why(site: dict[str, str
     assert "torch.sub(a, b" in WRONG
     kernel = tmp_path / "wrong.py"
     kernel.write_text(WRONG)
-    done = solboard(site, "submit", str(kernel), "--problem", "vector_add", "--gpu", "cpu", "--wait", "--json")
+    done = solboard(
+        site, "submit", str(kernel), "--problem", "vector_add", "--gpu", "cpu", "--wait", "--json"
+    )
     assert done.returncode == 1, done.stderr
     body = json.loads(done.stdout)
     [evaluation] = body["evaluations"]
@@ -65,7 +69,9 @@ def test_a_kernel_that_fails_exits_1_and_its_report_says_why(site: dict[str, str
     assert report.returncode == 1 and "expected" in report.stdout
 
 
-def test_check_refuses_python_that_does_not_parse_without_saving_it(site: dict[str, str], tmp_path: Path) -> None:
+def test_check_refuses_python_that_does_not_parse_without_saving_it(
+    site: dict[str, str], tmp_path: Path
+) -> None:
     kernel = tmp_path / "broken.py"
     kernel.write_text("def kernel(:\n")
     done = solboard(site, "check", str(kernel), "--problem", "vector_add", "--gpu", "cpu")
@@ -83,6 +89,8 @@ def test_login_stores_the_token_readable_by_its_owner_only(site: dict[str, str])
 
 
 def test_a_service_that_does_not_answer_exits_3_and_an_unknown_id_exits_2(site: dict[str, str]) -> None:
-    assert solboard({**site, "SOLBOARD_SERVER": f"http://127.0.0.1:{free_port()}"}, "problems").returncode == 3
+    assert (
+        solboard({**site, "SOLBOARD_SERVER": f"http://127.0.0.1:{free_port()}"}, "problems").returncode == 3
+    )
     missing = solboard(site, "status", "999999")
     assert missing.returncode == 2 and "not_found" in missing.stderr

@@ -36,8 +36,16 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
 
 
 def solboard(env: dict[str, str], *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([*SOLBOARD, *args], env=env, capture_output=True, text=True, timeout=600, check=False,
-                          input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL)
+    done = subprocess.run(
+        [*SOLBOARD, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+    )
     assert "Traceback" not in done.stderr, done.stderr
     return done
 
@@ -54,7 +62,9 @@ def anonymous_get(env: dict[str, str], path: str) -> str:
 def test_a_binary_file_is_refused_in_words_with_exit_1(site: dict[str, str], tmp_path: Path) -> None:
     kernel = tmp_path / "kernel.so"
     kernel.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)))
-    done = solboard(site, "submit", str(kernel), "--problem", "vector_add", "--gpu", "cpu", "--language", "python")
+    done = solboard(
+        site, "submit", str(kernel), "--problem", "vector_add", "--gpu", "cpu", "--language", "python"
+    )
     assert done.returncode == 1
     assert "not UTF-8 text: byte 0x80 at byte offset 136" in done.stderr and "source text" in done.stderr
 
@@ -74,7 +84,9 @@ def test_login_without_a_terminal_says_how_and_a_wrong_password_is_said_as_such(
     assert whoami.returncode == 0 and whoami.stdout.startswith(f"walker on {site['SOLBOARD_SERVER']}")
 
 
-def test_every_subcommand_help_has_a_description_examples_defaults_and_exit_statuses(site: dict[str, str]) -> None:
+def test_every_subcommand_help_has_a_description_examples_defaults_and_exit_statuses(
+    site: dict[str, str],
+) -> None:
     for command, text in COMMAND_HELP.items():
         done = solboard(site, command, "--help")
         assert done.returncode == 0, command
@@ -122,12 +134,24 @@ def test_waiting_for_a_gpu_type_no_runner_serves_stops_with_exit_5(site: dict[st
     assert solboard(site, "cancel", str(submission)).returncode == 0
 
 
-def test_a_profile_run_streams_its_events_ranks_and_reaches_the_anonymous_page_at_once(site: dict[str, str]) -> None:
+def test_a_profile_run_streams_its_events_ranks_and_reaches_the_anonymous_page_at_once(
+    site: dict[str, str],
+) -> None:
     """--mode profile (popcorn-cli's name): a ranked run, followed with --jsonl; the site worker
     stores it and the anonymous problem page, cached before, shows it on the next visit."""
     assert "Nothing ranked" in anonymous_get(site, "/problems/vector_add/?gpu=cpu")
-    done = solboard(site, "submit", str(VECTOR_ADD), "--problem", "vector_add", "--gpu", "cpu", "--mode", "profile",
-                    "--jsonl")
+    done = solboard(
+        site,
+        "submit",
+        str(VECTOR_ADD),
+        "--problem",
+        "vector_add",
+        "--gpu",
+        "cpu",
+        "--mode",
+        "profile",
+        "--jsonl",
+    )
     assert done.returncode == 0, done.stderr
     found = events(done.stdout)
     assert found[0]["event"] == "submitted" and found[-1]["event"] == "finished"

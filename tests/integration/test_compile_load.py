@@ -31,7 +31,9 @@ REPO = Path(__file__).resolve().parents[2]
 VECTOR_ADD = (REPO / "examples/python/vector_add.py").read_text()
 SPEC = "".join(line + "\n" for line in (REPO / "examples/cuda/vector_add.cu").read_text().splitlines()
                if line.startswith("// ") and ("=" in line or "solboard-launch" in line))
-KERNEL = 'extern "C" __global__ void vector_add(const float* a, const float* b, float* c, unsigned long long n) '
+KERNEL = (
+    'extern "C" __global__ void vector_add(const float* a, const float* b, float* c, unsigned long long n) '
+)
 #: The six-line bomb of the issue: 10^8 tokens (refused before nvcc runs).
 NESTED = SPEC + "".join(f"#define {name} {' '.join([inner] * 10)}\n" for name, inner in
                         zip("ABCDEFGH", "xABCDEFG", strict=True)) + KERNEL + "{ H; }\n"
@@ -48,7 +50,13 @@ PG_ADMIN = "postgres://postgres@127.0.0.1:5432/postgres"
 
 
 def body(language: str, source: str, gpu: str = "h100") -> dict[str, Any]:
-    return {"problem": "vector_add", "language": language, "gpu_types": [gpu], "source": source, "mode": "test"}
+    return {
+        "problem": "vector_add",
+        "language": language,
+        "gpu_types": [gpu],
+        "source": source,
+        "mode": "test",
+    }
 
 
 def heartbeat_age(stack: DevStack, database_url: str | None) -> float | None:
@@ -80,19 +88,28 @@ class Attack:
         rows: dict[str, list[float]] = {}
         for kind, status, seconds, code in self.answers:
             rows.setdefault(f"{kind} {status} {code}", []).append(seconds)
-        return "; ".join(f"{key}: {len(times)}x, max {max(times):.1f}s" for key, times in sorted(rows.items()))
+        return "; ".join(
+            f"{key}: {len(times)}x, max {max(times):.1f}s" for key, times in sorted(rows.items())
+        )
 
     def _validate(self, user: str, source: str) -> None:
         deadline = time.monotonic() + ATTACK_SECONDS
         while time.monotonic() < deadline and self.stack.alive():
             try:
-                status, seconds, answer = self.stack.call("POST", "/api/submissions/validate", self.tokens[user],
-                                                          body("cuda", source))
+                status, seconds, answer = self.stack.call(
+                    "POST", "/api/submissions/validate", self.tokens[user], body("cuda", source)
+                )
             except OSError as error:
                 self.answers.append(("validate", 0, 0.0, str(error)))
                 return
-            self.answers.append((f"validate/{user}/{'nested' if source is NESTED else 'doubling'}", status, seconds,
-                                 answer.get("error", {}).get("code")))
+            self.answers.append(
+                (
+                    f"validate/{user}/{'nested' if source is NESTED else 'doubling'}",
+                    status,
+                    seconds,
+                    answer.get("error", {}).get("code"),
+                )
+            )
             if status in (429, 503):
                 time.sleep(1)
 
@@ -125,8 +142,9 @@ def run_the_bar(stack: DevStack, database_url: str | None) -> None:
     creates, gaps = [], []
     deadline = time.monotonic() + ATTACK_SECONDS
     while time.monotonic() < deadline:
-        status, seconds, answer = stack.call("POST", "/api/submissions", tokens["alice"], body("python", VECTOR_ADD,
-                                                                                            "cpu"))
+        status, seconds, answer = stack.call(
+            "POST", "/api/submissions", tokens["alice"], body("python", VECTOR_ADD, "cpu")
+        )
         assert status == 201, (status, answer)
         creates.append(seconds)
         gaps.append(heartbeat_age(stack, database_url) or 0.0)
@@ -153,8 +171,12 @@ def _wait_for_heartbeats(stack: DevStack, database_url: str | None, timeout: flo
     raise AssertionError(f"no runner heartbeat within {timeout:.0f}s:\n{stack.log_tail()}")
 
 
-STACK_ENV = {"SOLBOARD_COMPILE_SECONDS": str(COMPILE_SECONDS), "SOLBOARD_HEARTBEAT_SECONDS": str(HEARTBEAT_SECONDS),
-             "SOLBOARD_SWEEP_SECONDS": "60", "SOLBOARD_QUOTA_MAX_QUEUED": "1000"}
+STACK_ENV = {
+    "SOLBOARD_COMPILE_SECONDS": str(COMPILE_SECONDS),
+    "SOLBOARD_HEARTBEAT_SECONDS": str(HEARTBEAT_SECONDS),
+    "SOLBOARD_SWEEP_SECONDS": "60",
+    "SOLBOARD_QUOTA_MAX_QUEUED": "1000",
+}
 
 
 def test_bombs_leave_creates_and_heartbeats_answering_on_sqlite(tmp_path: Path) -> None:
@@ -181,7 +203,9 @@ def postgres_database() -> Iterator[str]:
         admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-def test_bombs_leave_creates_and_heartbeats_answering_on_postgresql(tmp_path: Path, postgres_database: str) -> None:
+def test_bombs_leave_creates_and_heartbeats_answering_on_postgresql(
+    tmp_path: Path, postgres_database: str
+) -> None:
     stack = start_dev(tmp_path / "var", env={**STACK_ENV, "DATABASE_URL": postgres_database})
     try:
         run_the_bar(stack, postgres_database)

@@ -54,9 +54,14 @@ ENV = {"SOLBOARD_RUNNER_STALE_SECONDS": str(STALE_S), "SOLBOARD_SWEEP_SECONDS": 
 @pytest.fixture(scope="module")
 def cluster(django_db_blocker: Any) -> Iterator[Cluster]:
     # This process's settings were read before ENV was set: the same values, as settings.
-    settings = {"SOLBOARD_RUNNER_STALE_SECONDS": STALE_S, "SOLBOARD_SWEEP_SECONDS": 1,
-                "SOLBOARD_JOB_COMPILE_SECONDS": 30, "SOLBOARD_JOB_TEST_SECONDS": 5, "SOLBOARD_JOB_RANKED_SECONDS": 60,
-                "SOLBOARD_MAX_INFLIGHT_PER_USER": INFLIGHT}
+    settings = {
+        "SOLBOARD_RUNNER_STALE_SECONDS": STALE_S,
+        "SOLBOARD_SWEEP_SECONDS": 1,
+        "SOLBOARD_JOB_COMPILE_SECONDS": 30,
+        "SOLBOARD_JOB_TEST_SECONDS": 5,
+        "SOLBOARD_JOB_RANKED_SECONDS": 60,
+        "SOLBOARD_MAX_INFLIGHT_PER_USER": INFLIGHT,
+    }
     with running_cluster(django_db_blocker, ENV, settings, redis_db=13) as running:
         yield running
 
@@ -102,7 +107,9 @@ def test_a_submission_reaches_the_cpu_runner_and_comes_back_as_a_stored_ranked_r
 def test_a_multi_gpu_submission_runs_on_the_cpu_nodes_x2_slot_with_two_ranks(
         cluster: Cluster, runner_a: RunnerProcess) -> None:
     source = (REPO / "examples" / "python" / "allreduce.py").read_text()
-    created = create_submission(user("dave"), "allreduce", "python", source, ["cpu"], "test").evaluations.get()
+    created = create_submission(
+        user("dave"), "allreduce", "python", source, ["cpu"], "test"
+    ).evaluations.get()
     evaluation = wait_for(created, lambda e: e.status not in ("queued", "running"))
     assert evaluation.status == "passed", evaluation.message
     assert evaluation.runner.name == f"{runner_a.name}:cpux2"
@@ -114,8 +121,13 @@ def test_the_same_result_delivered_twice_through_the_broker_is_recorded_once(
         cluster: Cluster, runner_a: RunnerProcess) -> None:
     evaluation = wait_for(submit("dave", mode="test"), lambda e: e.status == "passed")
     rows = list(ShapeResult.objects.filter(evaluation=evaluation).values_list("id", flat=True))
-    replay = {"job_id": str(evaluation.job_id), "evaluation_id": evaluation.pk, "runner": evaluation.runner.name,
-              "outcome": "completed", "report": evaluation.report}
+    replay = {
+        "job_id": str(evaluation.job_id),
+        "evaluation_id": evaluation.pk,
+        "runner": evaluation.runner.name,
+        "outcome": "completed",
+        "report": evaluation.report,
+    }
     app = build_app(cluster.broker)
     signed = sign(SITE_RESULT_TASK, replay, runner_a.credential)
     for payload in (signed, signed, replay):  # a re-send, an exact replay, an unsigned forgery
@@ -127,7 +139,9 @@ def test_the_same_result_delivered_twice_through_the_broker_is_recorded_once(
     assert list(ShapeResult.objects.filter(evaluation=evaluation).values_list("id", flat=True)) == rows
 
 
-def test_a_hanging_job_times_out_and_the_runner_takes_the_next_one(cluster: Cluster, runner_a: RunnerProcess) -> None:
+def test_a_hanging_job_times_out_and_the_runner_takes_the_next_one(
+    cluster: Cluster, runner_a: RunnerProcess
+) -> None:
     hanging, after = submit("erin", HANGING_KERNEL, mode="test"), submit("frank", mode="test")
     assert wait_for(hanging, lambda e: e.is_terminal).status == "timeout"
     assert wait_for(after, lambda e: e.is_terminal).status == "passed"
@@ -136,7 +150,10 @@ def test_a_hanging_job_times_out_and_the_runner_takes_the_next_one(cluster: Clus
 def test_cancel_stops_a_running_and_a_queued_evaluation_and_frees_the_runner(
         cluster: Cluster, runner_a: RunnerProcess) -> None:
     with override_settings(SOLBOARD_JOB_TEST_SECONDS=120):  # hangs for longer than the test lasts
-        running, queued = submit("gina", HANGING_KERNEL, mode="test"), submit("gina", HANGING_KERNEL, mode="test")
+        running, queued = (
+            submit("gina", HANGING_KERNEL, mode="test"),
+            submit("gina", HANGING_KERNEL, mode="test"),
+        )
     wait_for(running, lambda e: e.status == "running")
     assert dispatch.cancel_evaluation(queued, user("gina"))
     assert dispatch.cancel_evaluation(running, user("gina"))
@@ -169,7 +186,11 @@ def test_two_users_looping_at_once_share_the_runner_fairly_each_job_in_a_spare_o
     would run all of ivan's first), both loops finish, and every job ran in a warm spare no other
     job (of either user) used."""
     loops = {name: [submit(name, mode="test") for _ in range(5)] for name in ("ivan", "judy")}
-    done = [wait_for(evaluation, lambda e: e.is_terminal, timeout=300) for batch in loops.values() for evaluation in batch]
+    done = [
+        wait_for(evaluation, lambda e: e.is_terminal, timeout=300)
+        for batch in loops.values()
+        for evaluation in batch
+    ]
     assert [evaluation.status for evaluation in done] == ["passed"] * 10, [e.message for e in done]
     by_start = sorted(done, key=lambda evaluation: evaluation.started_at)
     owners = [evaluation.submission.user.username for evaluation in by_start]

@@ -21,10 +21,19 @@ from tests.integration.cluster import Cluster, running_cluster, wait_for
 
 pytestmark = pytest.mark.integration
 #: torch.compile's first calls compile (about 10 s a graph on two cores): a test stage of minutes.
-ENV = {"SOLBOARD_SWEEP_SECONDS": "1", "SOLBOARD_HEARTBEAT_SECONDS": "1", "SOLBOARD_JOB_COMPILE_SECONDS": "120",
-       "SOLBOARD_JOB_TEST_SECONDS": "300", "SOLBOARD_JOB_RANKED_SECONDS": "300"}
-SETTINGS = {"SOLBOARD_SWEEP_SECONDS": 1, "SOLBOARD_JOB_COMPILE_SECONDS": 120, "SOLBOARD_JOB_TEST_SECONDS": 300,
-            "SOLBOARD_JOB_RANKED_SECONDS": 300}
+ENV = {
+    "SOLBOARD_SWEEP_SECONDS": "1",
+    "SOLBOARD_HEARTBEAT_SECONDS": "1",
+    "SOLBOARD_JOB_COMPILE_SECONDS": "120",
+    "SOLBOARD_JOB_TEST_SECONDS": "300",
+    "SOLBOARD_JOB_RANKED_SECONDS": "300",
+}
+SETTINGS = {
+    "SOLBOARD_SWEEP_SECONDS": 1,
+    "SOLBOARD_JOB_COMPILE_SECONDS": 120,
+    "SOLBOARD_JOB_TEST_SECONDS": 300,
+    "SOLBOARD_JOB_RANKED_SECONDS": 300,
+}
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +47,10 @@ def test_the_cpu_runner_measures_the_eager_and_compiled_lines_which_never_rank(c
     out = StringIO()
     call_command("measure_references", "--gpu", "cpu", "--problem", "vector_add", stdout=out)
     assert "2 line(s) submitted" in out.getvalue()
-    lines = {line.label: line for line in ReferenceLine.objects.filter(problem__name="vector_add", gpu_type__key="cpu")}
+    lines = {
+        line.label: line
+        for line in ReferenceLine.objects.filter(problem__name="vector_add", gpu_type__key="cpu")
+    }
     assert set(lines) == {"eager", "torch_compile"}
     for line in lines.values():
         assert line.evaluation is not None

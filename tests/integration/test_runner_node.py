@@ -107,8 +107,9 @@ def kernel(a, b, c):
 """
 
 
-def test_a_submission_that_attacks_the_runner_is_contained_and_reported(node: Node,
-                                                                        listener: tuple[int, list[object]]) -> None:
+def test_a_submission_that_attacks_the_runner_is_contained_and_reported(
+    node: Node, listener: tuple[int, list[object]]
+) -> None:
     port, accepted = listener
     outside = node.runner.var / "owned.txt"  # a folder the job user may enter but not write
     job = make_job(2, source=ATTACK.format(port=port, outside=outside), limits=SHORT)
@@ -141,7 +142,9 @@ def test_every_message_the_node_sends_is_signed_with_its_credential(node: Node) 
     for task, payload in node.site.seen:
         body, auth = unsigned(payload)
         assert auth["credential"] == credential.public_id and len(auth["nonce"]) == 32
-        assert auth["mac"] == message_mac(credential.key, task, body, credential.public_id, auth["ts"], auth["nonce"])
+        assert auth["mac"] == message_mac(
+            credential.key, task, body, credential.public_id, auth["ts"], auth["nonce"]
+        )
     nonces = [payload["auth"]["nonce"] for _, payload in node.site.seen]
     assert len(set(nonces)) == len(nonces)
 
@@ -215,7 +218,9 @@ def test_a_cancel_that_arrives_before_the_job_means_it_never_runs(node: Node) ->
 def test_heartbeats_name_the_slot_its_queue_and_its_current_job(node: Node) -> None:
     job = make_job(8, source=HANGING_KERNEL, limits=SHORT)
     send_job(node.broker, job)
-    beat = node.site.wait_for(lambda t, p: t == "leaderboard.runner_heartbeat" and p["current_job"] == job.job_id, 60)
+    beat = node.site.wait_for(
+        lambda t, p: t == "leaderboard.runner_heartbeat" and p["current_job"] == job.job_id, 60
+    )
     assert beat["runner"] == f"{node.runner.name}:cpu" and beat["queues"] == ["gpu.cpu.x1"]
     assert beat["node"] == node.runner.name and beat["device"] == "cpu" and beat["healthy"]
     node.site.result_of(job.job_id)

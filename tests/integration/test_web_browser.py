@@ -29,7 +29,9 @@ pytestmark = [
     pytest.mark.browser,
     pytest.mark.integration,
     pytest.mark.timeout(900),
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (.ci/run installs it)"),
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="Debian's chromium is not installed (.ci/run installs it)"
+    ),
 ]
 
 

@@ -25,8 +25,12 @@ from tests.integration.seed_pages import PASSWORD
 CHROMIUM = Path("/usr/bin/chromium")
 NARROW, WIDE = {"width": 390, "height": 844}, {"width": 1280, "height": 900}
 pytestmark = [
-    pytest.mark.browser, pytest.mark.integration, pytest.mark.timeout(900),
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (.ci/run installs it)"),
+    pytest.mark.browser,
+    pytest.mark.integration,
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="Debian's chromium is not installed (.ci/run installs it)"
+    ),
 ]
 
 
@@ -63,16 +67,25 @@ def signed_in(browser: Browser, site: dict[str, str], viewport: dict[str, int]) 
 
 
 def pages(site: dict[str, str]) -> dict[str, str]:
-    return {"home": "/", "problem": "/problems/vector_add/?gpu=h200", "report": f"/submissions/{site['submission']}/",
-            "submit": "/submit/", "tokens": "/account/tokens/", "runners": "/runners/", "user": "/users/alice/",
-            "integrity": "/integrity/", "docs": "/docs/ptx.md"}
+    return {
+        "home": "/",
+        "problem": "/problems/vector_add/?gpu=h200",
+        "report": f"/submissions/{site['submission']}/",
+        "submit": "/submit/",
+        "tokens": "/account/tokens/",
+        "runners": "/runners/",
+        "user": "/users/alice/",
+        "integrity": "/integrity/",
+        "docs": "/docs/ptx.md",
+    }
 
 
 def overflow(page: Page) -> dict[str, Any]:
     """How wide the page is, and the widest elements that stick out of the viewport."""
     return page.evaluate("""() => {
         const width = document.documentElement.clientWidth;
-        const out = [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > width + 1
+        const out = [...document.querySelectorAll('body *')]
+          .filter(e => e.getBoundingClientRect().right > width + 1
             && !e.closest('.scroll, .table, table, pre, .highlight'))
           .slice(0, 5).map(e => `${e.tagName}.${e.className} ${Math.round(e.getBoundingClientRect().right)}`);
         return {scroll: document.documentElement.scrollWidth, width, out};
@@ -90,8 +103,9 @@ def test_no_page_overflows_sideways(browser: Browser, site: dict[str, str], shot
         assert found["scroll"] <= viewport["width"], (name, found)
 
 
-def test_the_record_chart_keeps_its_labels_inside_and_the_leaders_line_on_top(browser: Browser,
-                                                                              site: dict[str, str], shots: Path) -> None:
+def test_the_record_chart_keeps_its_labels_inside_and_the_leaders_line_on_top(
+    browser: Browser, site: dict[str, str], shots: Path
+) -> None:
     page = signed_in(browser, site, WIDE)
     page.goto("/problems/vector_add/?gpu=h200")
     chart = page.locator("svg.chart").first
@@ -109,7 +123,8 @@ def test_the_record_chart_keeps_its_labels_inside_and_the_leaders_line_on_top(br
     # Where alice's line runs along the record (the right edge), what is seen is her dashed line.
     on_top = page.evaluate("""(svg) => {
         const record = svg.querySelector('polyline.record').points;
-        const last = record.getItem(record.numberOfItems - 1), before = record.getItem(record.numberOfItems - 2);
+        const last = record.getItem(record.numberOfItems - 1);
+        const before = record.getItem(record.numberOfItems - 2);
         const point = svg.createSVGPoint(); point.x = (last.x + before.x) / 2; point.y = last.y;
         const screen = point.matrixTransform(svg.getScreenCTM());
         const hit = document.elementFromPoint(screen.x, screen.y);

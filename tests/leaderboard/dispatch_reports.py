@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from evaluator.gpus import get_gpu_spec
+from evaluator.gpu_specs import get_gpu_spec
 from evaluator.problems import get_problem
 from evaluator.scoring import problem_score, sol_figures
 from evaluator.sol import t_sol
@@ -53,7 +53,9 @@ def gpu_report(cpu_report: dict[str, Any], kernel_over_sol: float = 1.5, baselin
         sol_us = t_sol(counts, spec).t_sol_us
         item = copy.deepcopy(template)
         item.update(shape_id=shape.shape_id, axes=dict(shape.axes), ranked=shape.ranked)
-        item.pop("ranked_time", None)  # the CPU run's; the site computes each shape's own from its measurements
+        item.pop(
+            "ranked_time", None
+        )  # the CPU run's; the site computes each shape's own from its measurements
         item["timing"] = _timing_at(template["timing"], kernel_over_sol * sol_us)
         item["baseline_timing"] = _timing_at(template["baseline_timing"], baseline_over_sol * sol_us)
         figures = sol_figures(counts, spec, item["timing"]["median_us"] * 1e-6,
@@ -70,5 +72,7 @@ def gpu_report(cpu_report: dict[str, Any], kernel_over_sol: float = 1.5, baselin
             "message": f"all {len(shapes)} shapes passed"}
 
 
-def signed(task: str, body: dict[str, Any], credential: Credential, now: float | None = None) -> dict[str, Any]:
+def signed(
+    task: str, body: dict[str, Any], credential: Credential, now: float | None = None
+) -> dict[str, Any]:
     return sign(task, body, credential, now)

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from evaluator.gpus import get_gpu_spec
+from evaluator.gpu_specs import get_gpu_spec
 from evaluator.problems import get_problem
 from evaluator.sol import t_sol
 from leaderboard.models import ApiToken, Evaluation
-from leaderboard.rankings import refresh_rankings_for
+from leaderboard.ranking_maintenance import refresh_rankings_for
 from tests.leaderboard.api_support import alice_api, bob_api, catalogue, finish, submit_body
 
 pytestmark = pytest.mark.django_db
@@ -95,14 +95,24 @@ def test_the_leaderboard_ranks_eligible_results_best_first_with_pages(
     assert (page["count"], page["order"], page["track"]) == (2, "score", "all")
     assert [(row["rank"], row["submission_id"]) for row in page["results"]] == [(1, bobs)]
     second = APIClient().get("/api/leaderboards/vector_add/cpu?page=2&page_size=1").json()
-    assert [(row["rank"], row["submission_id"], row["user"]) for row in second["results"]] == [(2, alices, "alice")]
+    assert [(row["rank"], row["submission_id"], row["user"]) for row in second["results"]] == [
+        (2, alices, "alice")
+    ]
 
 
 def test_a_provisional_result_is_shown_but_never_ranked(alice_api: APIClient) -> None:
     submission_id = alice_api.post("/api/submissions", submit_body(mode="ranked"), format="json").json()["id"]
     evaluation = Evaluation.objects.get(submission_id=submission_id)
-    report = {"witnessed": False, "shapes": [{"shape_id": "n1024", "status": "PASSED",
-                                               "witness": {"confirmed": False, "message": "below the floor"}}]}
+    report = {
+        "witnessed": False,
+        "shapes": [
+            {
+                "shape_id": "n1024",
+                "status": "PASSED",
+                "witness": {"confirmed": False, "message": "below the floor"},
+            }
+        ],
+    }
     finish(evaluation, "passed", score=0.9, rank_eligible=False, report=report)
     refresh_rankings_for(evaluation)
     shown = alice_api.get(f"/api/submissions/{submission_id}").json()["evaluations"][0]

@@ -55,7 +55,9 @@ def test_a_body_of_400000_small_values_is_a_400(alice_api: APIClient) -> None:
 
 
 @pytest.mark.skipif(find_tool("ptxas") is None, reason="ptxas is not installed")
-@pytest.mark.parametrize("spec", ["x = " + "[" * DEEP + "]" * DEEP, "x = " + "{a=" * 20_000 + "1" + "}" * 20_000])
+@pytest.mark.parametrize(
+    "spec", ["x = " + "[" * DEEP + "]" * DEEP, "x = " + "{a=" * 20_000 + "1" + "}" * 20_000]
+)
 def test_a_launch_spec_nested_200000_deep_is_an_invalid_launch_spec(alice_api: APIClient, spec: str) -> None:
     body = submit_body(language="ptx", gpu_types=["h100"], source=".version 8.0\n", launch_spec=spec)
     for path in ("/api/submissions/validate", "/api/submissions"):
@@ -68,13 +70,22 @@ def test_fields_a_client_may_not_set_are_ignored(alice_api: APIClient, bob: Any)
     """Mass assignment: a create that names an owner, a score, a status or publicity sets none of them."""
     from leaderboard.models import Submission
 
-    body = submit_body(user="bob", user_id=bob.pk, public=True, score=1.0, status="passed", rank_eligible=True,
-                       evaluations=[{"status": "passed", "score": 1.0}])
+    body = submit_body(
+        user="bob",
+        user_id=bob.pk,
+        public=True,
+        score=1.0,
+        status="passed",
+        rank_eligible=True,
+        evaluations=[{"status": "passed", "score": 1.0}],
+    )
     response = alice_api.post("/api/submissions", body, format="json")
     assert response.status_code == 201, response.json()
     submission = Submission.objects.get(pk=response.json()["id"])
     assert (submission.user.username, submission.public) == ("alice", False)
-    assert [(e.status, e.score, e.rank_eligible) for e in submission.evaluations.all()] == [("queued", None, False)]
+    assert [(e.status, e.score, e.rank_eligible) for e in submission.evaluations.all()] == [
+        ("queued", None, False)
+    ]
 
 
 def test_a_session_write_to_the_api_needs_the_csrf_token(alice: Any, catalogue: None) -> None:

@@ -33,10 +33,14 @@ def left(client: APIClient) -> tuple[int, int]:
     quota = client.get("/api/quota").json()
     daily = next((row for row in quota["daily_per_problem"]["used"]
                   if (row["problem"], row["gpu_type"]) == ("vector_add", "cpu")), None)
-    return quota["queued"]["left"], daily["left"] if daily else quota["daily_per_problem"]["limit_by_gpu_type"]["cpu"]
+    return quota["queued"]["left"], daily["left"] if daily else quota["daily_per_problem"][
+        "limit_by_gpu_type"
+    ]["cpu"]
 
 
-def test_the_queued_quota_refuses_with_429_retry_after_and_the_quota(alice_api: APIClient, settings: Any) -> None:
+def test_the_queued_quota_refuses_with_429_retry_after_and_the_quota(
+    alice_api: APIClient, settings: Any
+) -> None:
     settings.SOLBOARD_QUOTA_MAX_QUEUED = 2
     assert [create(alice_api).status_code for _ in range(2)] == [201, 201]
     refused = create(alice_api)
@@ -54,7 +58,12 @@ def test_the_daily_quota_is_per_problem_and_gpu_type_and_says_when_it_resets(
     refused = create(alice_api)
     assert refused.status_code == 429
     quota = refused.json()["error"]["quota"]
-    assert (quota["kind"], quota["problem"], quota["gpu_type"], quota["used"]) == ("daily", "vector_add", "cpu", 1)
+    assert (quota["kind"], quota["problem"], quota["gpu_type"], quota["used"]) == (
+        "daily",
+        "vector_add",
+        "cpu",
+        1,
+    )
     assert 0 < int(refused["Retry-After"]) <= 86400 and quota["resets_at"].endswith("T00:00:00+00:00")
     assert create(bob_api).status_code == 201  # bob's quota is his own
 
@@ -80,7 +89,9 @@ def test_cancelled_while_queued_and_infrastructure_faults_give_the_quota_back(
 def test_a_kernel_that_fails_on_its_own_merits_keeps_its_charge(alice_api: APIClient) -> None:
     ids = [create(alice_api).json()["id"] for _ in range(4)]
     finish(Evaluation.objects.get(submission_id=ids[0]), "failed", evaluator_status="INCORRECT_NUMERICAL")
-    finish(Evaluation.objects.get(submission_id=ids[1]), "error", started=True, evaluator_status="COMPILE_ERROR")
+    finish(
+        Evaluation.objects.get(submission_id=ids[1]), "error", started=True, evaluator_status="COMPILE_ERROR"
+    )
     finish(Evaluation.objects.get(submission_id=ids[2]), "timeout", evaluator_status="TIMEOUT")
     running = Evaluation.objects.get(submission_id=ids[3])
     running.transition("running")
@@ -119,9 +130,11 @@ def test_an_empty_or_overlong_key_is_refused(alice_api: APIClient) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.skipif(settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"),
-                    reason="the in-memory SQLite test database (shared cache) refuses a second writer instead "
-                    "of waiting; PostgreSQL (CI, production) runs this")
+@pytest.mark.skipif(
+    settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"),
+    reason="the in-memory SQLite test database (shared cache) refuses a second writer instead "
+    "of waiting; PostgreSQL (CI, production) runs this",
+)
 def test_two_concurrent_retries_create_one_submission(alice: Any, catalogue: None) -> None:
     from tests.leaderboard.api_support import client_for
 
@@ -144,19 +157,33 @@ def test_two_concurrent_retries_create_one_submission(alice: Any, catalogue: Non
 
 
 def test_a_batch_validates_each_item_on_its_own(alice_api: APIClient) -> None:
-    items = [submit_body(), submit_body(problem="nope"), submit_body(source="def k(:\n"), submit_body(mode="ranked")]
+    items = [
+        submit_body(),
+        submit_body(problem="nope"),
+        submit_body(source="def k(:\n"),
+        submit_body(mode="ranked"),
+    ]
     response = alice_api.post("/api/submissions/batch", {"submissions": items}, format="json")
     assert response.status_code == 200
     results = response.json()["results"]
     assert [item["ok"] for item in results] == [True, False, False, True]
-    assert [item.get("error", {}).get("code") for item in results] == [None, "unknown_problem", "syntax_error", None]
+    assert [item.get("error", {}).get("code") for item in results] == [
+        None,
+        "unknown_problem",
+        "syntax_error",
+        None,
+    ]
     assert Submission.objects.count() == 2
 
 
 def test_a_batch_stops_charging_at_the_quota(alice_api: APIClient, settings: Any) -> None:
     settings.SOLBOARD_QUOTA_MAX_QUEUED = 2
     response = alice_api.post("/api/submissions/batch", {"submissions": [submit_body()] * 3}, format="json")
-    assert [item.get("error", {}).get("code") for item in response.json()["results"]] == [None, None, "quota_exceeded"]
+    assert [item.get("error", {}).get("code") for item in response.json()["results"]] == [
+        None,
+        None,
+        "quota_exceeded",
+    ]
 
 
 def test_a_batch_holds_at_most_16(alice_api: APIClient) -> None:

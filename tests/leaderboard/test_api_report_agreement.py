@@ -23,9 +23,9 @@ from django.utils import timezone
 
 from leaderboard import dispatch
 from leaderboard.models import Evaluation, ShapeResult, Submission
-from leaderboard.rankings import refresh_rankings_for
-from runners.protocol import JobResult, JobStarted
+from leaderboard.ranking_maintenance import refresh_rankings_for
 from solboard_client.render import evaluation_line
+from solboard_common.protocol import JobResult, JobStarted
 from tests.leaderboard.api_support import catalogue, client_for, submit_body
 from tests.leaderboard.dispatch_reports import with_witness
 from tests.leaderboard.test_dispatch_results import cpu_report  # a real ranked CPU report of the example
@@ -44,10 +44,23 @@ def stored(alice: Any, catalogue: None, cpu_report: dict[str, Any]) -> Evaluatio
     created = api.post("/api/submissions", submit_body(mode="ranked"), format="json").json()
     evaluation = Evaluation.objects.get(submission_id=created["id"])
     assert evaluation.pk != evaluation.submission_id
-    dispatch.record_started(JobStarted(job_id=str(evaluation.job_id), evaluation_id=evaluation.pk, runner=RUNNER,
-                                       started_at=timezone.now().isoformat()))
-    outcome = dispatch.store_result(JobResult(job_id=str(evaluation.job_id), evaluation_id=evaluation.pk,
-                                              runner=RUNNER, outcome="completed", report=with_witness(cpu_report)))
+    dispatch.record_started(
+        JobStarted(
+            job_id=str(evaluation.job_id),
+            evaluation_id=evaluation.pk,
+            runner=RUNNER,
+            started_at=timezone.now().isoformat(),
+        )
+    )
+    outcome = dispatch.store_result(
+        JobResult(
+            job_id=str(evaluation.job_id),
+            evaluation_id=evaluation.pk,
+            runner=RUNNER,
+            outcome="completed",
+            report=with_witness(cpu_report),
+        )
+    )
     assert outcome.startswith("stored"), outcome
     refresh_rankings_for(evaluation)
     evaluation.refresh_from_db()
@@ -64,10 +77,15 @@ def page_scores(html: str, evaluation: Evaluation) -> dict[str, str]:
     return scores
 
 
-def test_per_shape_scores_and_ranked_in_the_api_are_the_report_pages(stored: Evaluation, client: Client) -> None:
+def test_per_shape_scores_and_ranked_in_the_api_are_the_report_pages(
+    stored: Evaluation, client: Client
+) -> None:
     body = client_for(stored.submission.user).get(f"/api/submissions/{stored.submission_id}").json()
     [evaluation] = body["evaluations"]
-    rows = {row.shape.shape_id: row for row in ShapeResult.objects.filter(evaluation=stored).select_related("shape")}
+    rows = {
+        row.shape.shape_id: row
+        for row in ShapeResult.objects.filter(evaluation=stored).select_related("shape")
+    }
     page = page_scores(client.get(f"/submissions/{stored.submission_id}/").content.decode(), stored)
     assert evaluation["shapes"] and len(evaluation["shapes"]) == len(rows)
     for shape in evaluation["shapes"]:
@@ -78,7 +96,9 @@ def test_per_shape_scores_and_ranked_in_the_api_are_the_report_pages(stored: Eva
         assert shape["median_us"] == row.median_us and shape["baseline_median_us"] == row.baseline_median_us
 
 
-def test_a_cpu_result_is_ranked_on_the_development_board_in_every_place(stored: Evaluation, client: Client) -> None:
+def test_a_cpu_result_is_ranked_on_the_development_board_in_every_place(
+    stored: Evaluation, client: Client
+) -> None:
     body = Client().get(f"/api/submissions/{stored.submission_id}").json()
     [evaluation] = body["evaluations"]
     assert evaluation["rank_eligible"] and evaluation["not_ranked_reason"] is None

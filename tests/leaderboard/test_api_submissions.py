@@ -72,7 +72,11 @@ def test_a_program_submits_a_kernel_that_is_saved_and_handed_to_the_broker(
     assert response["Location"] == f"/api/submissions/{body['id']}"
     assert body["source"] == VECTOR_ADD and body["status"] == "queued"
     [evaluation] = body["evaluations"]
-    assert (evaluation["gpu_type"], evaluation["mode"], evaluation["queue_position"]) == ("cpu", "ranked", 1)  # 1 = next to start
+    assert (evaluation["gpu_type"], evaluation["mode"], evaluation["queue_position"]) == (
+        "cpu",
+        "ranked",
+        1,
+    )  # 1 = next to start
     assert evaluation["not_ranked_reason"] == "not finished (queued)"
     [job] = messages_on(broker, gpu_queue("cpu"))
     assert job["evaluation_id"] == evaluation["id"]
@@ -85,7 +89,9 @@ def test_the_language_follows_the_file_extension_when_not_given(alice_api: APICl
     assert response.status_code == 201 and response.json()["language"] == "python"
 
 
-def test_bob_reads_alices_report_but_never_her_private_source(alice_api: APIClient, bob_api: APIClient) -> None:
+def test_bob_reads_alices_report_but_never_her_private_source(
+    alice_api: APIClient, bob_api: APIClient
+) -> None:
     submission_id = create(alice_api).json()["id"]
     evaluation = Evaluation.objects.get(submission_id=submission_id)
     finish(evaluation, "failed", report={"shapes": [], "witnessed": False, "log": "alice's stdout"})
@@ -117,7 +123,10 @@ def test_a_token_with_agent_metadata_labels_the_submissions_made_with_it(alice: 
 def test_cancel_ends_what_is_queued_and_a_second_cancel_is_a_conflict(
         alice_api: APIClient, bob_api: APIClient) -> None:
     submission_id = create(alice_api, gpu_types=["cpu"]).json()["id"]
-    assert error_of(bob_api.post(f"/api/submissions/{submission_id}/cancel", {}, format="json"))["code"] == "not_found"
+    assert (
+        error_of(bob_api.post(f"/api/submissions/{submission_id}/cancel", {}, format="json"))["code"]
+        == "not_found"
+    )
     response = alice_api.post(f"/api/submissions/{submission_id}/cancel", {}, format="json")
     assert response.status_code == 200
     assert response.json()["evaluations"][0]["status"] == "cancelled"
@@ -170,8 +179,9 @@ REFUSALS = [
 
 
 @pytest.mark.parametrize(("overrides", "status", "code", "field"), REFUSALS)
-def test_each_refusal_has_its_status_code_and_field(alice_api: APIClient, overrides: dict[str, Any], status: int,
-                                                    code: str, field: str) -> None:
+def test_each_refusal_has_its_status_code_and_field(
+    alice_api: APIClient, overrides: dict[str, Any], status: int, code: str, field: str
+) -> None:
     response = create(alice_api, **overrides)
     assert response.status_code == status, response.json()
     error = error_of(response)

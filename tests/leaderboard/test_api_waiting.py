@@ -58,8 +58,12 @@ def token(alice: Any) -> str:
 def call(base: str, token: str, path: str, body: dict[str, Any] | None = None,
          timeout: float = 30) -> tuple[int, dict[str, str], Any]:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(base + path, data=data, method="POST" if data else "GET",
-                                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    request = urllib.request.Request(
+        base + path,
+        data=data,
+        method="POST" if data else "GET",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as answer:
             return answer.status, dict(answer.headers), json.loads(answer.read())
@@ -109,12 +113,16 @@ def test_a_long_poll_without_a_change_answers_after_the_wait(server: str, token:
     assert 0.9 < time.monotonic() - started < 5
 
 
-def test_a_long_poll_answers_at_once_when_the_client_is_behind_or_it_is_finished(server: str, token: str) -> None:
+def test_a_long_poll_answers_at_once_when_the_client_is_behind_or_it_is_finished(
+    server: str, token: str
+) -> None:
     submission_id = submitted(server, token)
     _, _, before = call(server, token, f"/api/submissions/{submission_id}")
     Evaluation.objects.get(submission_id=submission_id).transition("running")
     started = time.monotonic()
-    _, headers, body = call(server, token, f"/api/submissions/{submission_id}?wait=30&since={before['state']}")
+    _, headers, body = call(
+        server, token, f"/api/submissions/{submission_id}?wait=30&since={before['state']}"
+    )
     assert body["status"] == "running" and time.monotonic() - started < 3
     assert headers["X-Wait-Outcome"] == "changed"
     finish(Evaluation.objects.get(submission_id=submission_id), "failed")

@@ -73,10 +73,28 @@ def source_of(case: str) -> str:
 def run_evaluator(folder: Path, case: str) -> dict[str, Any]:
     path = folder / f"{case}.py"
     path.write_text(source_of(case))
-    done = subprocess.run([sys.executable, "-m", "evaluator", "run", "vector_add", str(path), "--device", "cpu",
-                           "--mode", "test", "--json", *PYTHON_CASES[case][1]],
-                          capture_output=True, text=True, cwd=folder, env={**os.environ, "PYTHONPATH": str(REPO)},
-                          timeout=240, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evaluator",
+            "run",
+            "vector_add",
+            str(path),
+            "--device",
+            "cpu",
+            "--mode",
+            "test",
+            "--json",
+            *PYTHON_CASES[case][1],
+        ],
+        capture_output=True,
+        text=True,
+        cwd=folder,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=240,
+        check=False,
+    )
     report: dict[str, Any] = json.loads(done.stdout)
     assert report["status"] == PYTHON_CASES[case][0], (case, report["status"], report["message"][:500])
     return report
@@ -100,8 +118,14 @@ def stored(client: APIClient, body: dict[str, Any], report: dict[str, Any], capt
     evaluation = Evaluation.objects.get(submission_id=created.json()["id"])
     report = {**report, "sandbox": {**report.get("sandbox", {}), "scratch": RUNNER_PATH},
               "log": report.get("log", "") + f"\n[runner] scratch {RUNNER_PATH}"}
-    dispatch.record_started(JobStarted(job_id=str(evaluation.job_id), evaluation_id=evaluation.pk, runner=RUNNER,
-                                       started_at=timezone.now().isoformat()))
+    dispatch.record_started(
+        JobStarted(
+            job_id=str(evaluation.job_id),
+            evaluation_id=evaluation.pk,
+            runner=RUNNER,
+            started_at=timezone.now().isoformat(),
+        )
+    )
     result = JobResult(job_id=str(evaluation.job_id), evaluation_id=evaluation.pk, runner=RUNNER,
                        outcome="completed", report=EvaluationReport.model_validate(report))
     assert dispatch.store_result(result).startswith("stored"), report["message"][:300]
@@ -127,8 +151,10 @@ def alice_private(alice: Any, catalogue: None, real_reports: tuple[Path, dict[st
     settings.SOLBOARD_QUOTA_MAX_QUEUED = 100
     client = client_for(alice, agent=AgentInfo("agent"), callback_url="http://127.0.0.1:9/hook")
     _, reports = real_reports
-    submissions = [stored(client, submit_body(source=source_of(case)), report, django_capture_on_commit_callbacks)
-                   for case, report in reports.items()]
+    submissions = [
+        stored(client, submit_body(source=source_of(case)), report, django_capture_on_commit_callbacks)
+        for case, report in reports.items()
+    ]
     if find_tool("nvcc") and find_tool("ptxas"):
         cuda = submit_body(language="cuda", gpu_types=["h100"], source=CUDA_WARNS)
         submissions.append(stored(client, cuda, cuda_compile_error_report(reports["import_error"]),
@@ -167,11 +193,15 @@ def test_no_surface_shows_a_private_submissions_details_to_anyone_else(
 
 def test_others_read_the_status_error_kind_failing_shape_and_exploit_class(
         alice_private: list[Submission], bob: Any) -> None:
-    expected = {"import_error": ("COMPILE_ERROR", "import_error", None),
-                "triton_like": ("RUNTIME_ERROR", "runtime_error", None),
-                "runtime_error": ("RUNTIME_ERROR", "runtime_error", None),
-                "timeout": ("TIMEOUT", "timeout", None), "wrong_answer": ("INCORRECT_NUMERICAL", "wrong_output", None),
-                "rejected": ("REJECTED", "rejected", 16), "cuda": ("COMPILE_ERROR", "build_error", None)}
+    expected = {
+        "import_error": ("COMPILE_ERROR", "import_error", None),
+        "triton_like": ("RUNTIME_ERROR", "runtime_error", None),
+        "runtime_error": ("RUNTIME_ERROR", "runtime_error", None),
+        "timeout": ("TIMEOUT", "timeout", None),
+        "wrong_answer": ("INCORRECT_NUMERICAL", "wrong_output", None),
+        "rejected": ("REJECTED", "rejected", 16),
+        "cuda": ("COMPILE_ERROR", "build_error", None),
+    }
     seen = {}
     for case, submission in zip(expected, alice_private, strict=False):
         [evaluation] = client_for(bob).get(f"/api/submissions/{submission.pk}").json()["evaluations"]
@@ -182,7 +212,9 @@ def test_others_read_the_status_error_kind_failing_shape_and_exploit_class(
     assert seen == {case: expected[case] for case in seen}
 
 
-def test_the_owner_and_staff_read_every_detail(alice: Any, operator: Any, alice_private: list[Submission]) -> None:
+def test_the_owner_and_staff_read_every_detail(
+    alice: Any, operator: Any, alice_private: list[Submission]
+) -> None:
     for viewer in (client_for(alice), client_for(operator)):
         for submission in alice_private:
             body = viewer.get(f"/api/submissions/{submission.pk}").content.decode()

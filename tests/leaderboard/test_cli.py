@@ -19,7 +19,10 @@ def alive(pid: int) -> bool:
 
 
 def test_the_cli_imports_without_django_or_torch() -> None:
-    code = "import sys, leaderboard.cli; assert not {'django', 'torch', 'celery'} & set(sys.modules), sys.modules"
+    code = (
+        "import sys, leaderboard.cli; "
+        "assert not {'django', 'torch', 'celery'} & set(sys.modules), sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
@@ -31,8 +34,13 @@ def test_an_unknown_subcommand_is_an_error() -> None:
 
 def test_solboard_runner_says_clearly_when_the_runner_is_missing() -> None:
     # A None entry in sys.modules makes `import runners.cli` fail as if the file were absent.
-    code = "import sys; sys.modules['runners.cli'] = None; from leaderboard.cli import main; sys.exit(main(['runner']))"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    code = (
+        "import sys; sys.modules['runners.cli'] = None; "
+        "from leaderboard.cli import main; sys.exit(main(['runner']))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
     assert result.returncode == 2 and "runners/cli.py is missing" in result.stderr
 
 
@@ -68,4 +76,4 @@ def test_the_dispatcher_knows_every_client_subcommand() -> None:
     from leaderboard.cli import CLIENT_COMMANDS
     from solboard_client.main import COMMANDS
 
-    assert CLIENT_COMMANDS == set(COMMANDS)
+    assert set(COMMANDS) == CLIENT_COMMANDS

@@ -28,9 +28,15 @@ REPO = Path(__file__).resolve().parents[2]
 SPEC = "".join(line + "\n" for line in (REPO / "examples/cuda/vector_add.cu").read_text().splitlines()
                if line.startswith("// ") and ("=" in line or "solboard-launch" in line))
 #: Eight nested #defines: H expands to 10^8 tokens. nvcc spent 131 s on it on this machine.
-BOMB = SPEC + "".join(f"#define {name} {' '.join([inner] * 10)}\n" for name, inner in
-                      zip("ABCDEFGH", "xABCDEFG", strict=True)) + \
-    'extern "C" __global__ void vector_add(const float* a, const float* b, float* c, unsigned long long n) { H; }\n'
+BOMB = (
+    SPEC
+    + "".join(
+        f"#define {name} {' '.join([inner] * 10)}\n"
+        for name, inner in zip("ABCDEFGH", "xABCDEFG", strict=True)
+    )
+    + 'extern "C" __global__ void vector_add(const float* a, const float* b, float* c, '
+    + "unsigned long long n) { H; }\n"
+)
 PTX = (REPO / "examples/ptx/vector_add.ptx").read_text()
 needs_nvcc = pytest.mark.skipif(find_tool("nvcc") is None, reason="nvcc is not installed")
 needs_ptxas = pytest.mark.skipif(find_tool("ptxas") is None, reason="ptxas is not installed")
@@ -78,7 +84,10 @@ def test_a_preprocessor_bomb_is_refused_before_nvcc_runs(alice_api: APIClient, p
     assert time.monotonic() - started < 5
     assert response.status_code == 400, response.json()
     error = response.json()["error"]
-    assert error["code"] == "compile_error" and "macro G expands to more than 1,000,000 tokens" in error["message"]
+    assert (
+        error["code"] == "compile_error"
+        and "macro G expands to more than 1,000,000 tokens" in error["message"]
+    )
     assert not Submission.objects.exists()
 
 
@@ -126,14 +135,18 @@ def test_compile_time_is_charged_and_a_spent_budget_is_a_429(alice_api: APIClien
     refused = ptx(alice_api)
     assert refused.status_code == 429 and refused.json()["error"]["code"] == "rate_limited"
     assert 0 < int(refused["Retry-After"]) <= 3600
-    assert alice_api.post("/api/submissions/validate", submit_body(), format="json").status_code == 200  # Python
+    assert (
+        alice_api.post("/api/submissions/validate", submit_body(), format="json").status_code == 200
+    )  # Python
 
 
 def test_dry_runs_and_batch_items_are_rate_limited(alice_api: APIClient, settings: Any) -> None:
     settings.SOLBOARD_CHECKS_PER_HOUR = 3
     for _ in range(2):
         assert alice_api.post("/api/submissions/validate", submit_body(), format="json").status_code == 200
-    batch = alice_api.post("/api/submissions/batch", {"submissions": [submit_body(), submit_body()]}, format="json")
+    batch = alice_api.post(
+        "/api/submissions/batch", {"submissions": [submit_body(), submit_body()]}, format="json"
+    )
     assert batch.status_code == 429 and batch.json()["error"]["code"] == "rate_limited"
     assert not Submission.objects.exists()
 
@@ -142,7 +155,9 @@ def test_dry_runs_and_batch_items_are_rate_limited(alice_api: APIClient, setting
 def test_a_batch_gets_one_compile_limit_of_compile_time_in_all(alice_api: APIClient, settings: Any) -> None:
     settings.SOLBOARD_COMPILE_SECONDS = 1.0
     items = [submit_body(language="ptx", gpu_types=["h100"], source=PTX)] * 16
-    results = alice_api.post("/api/submissions/batch", {"submissions": items}, format="json").json()["results"]
+    results = alice_api.post("/api/submissions/batch", {"submissions": items}, format="json").json()[
+        "results"
+    ]
     codes = [item["error"]["code"] if not item["ok"] else "ok" for item in results]
     assert codes[0] == "ok" and codes[-1] == "compile_busy", codes
     assert set(codes) == {"ok", "compile_busy"} and codes == sorted(codes, key=lambda code: code != "ok")

@@ -39,13 +39,17 @@ REPO = Path(__file__).resolve().parents[2]
         (lambda: env_str("SOLBOARD_T", required=True), "", "SOLBOARD_T must be set"),
     ],
 )
-def test_a_bad_value_fails_loudly_naming_the_variable(monkeypatch: pytest.MonkeyPatch, helper, value, message) -> None:
+def test_a_bad_value_fails_loudly_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, helper, value, message
+) -> None:
     monkeypatch.setenv("SOLBOARD_T", value)
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         helper()
 
 
-def test_good_values_parse_and_unset_ones_take_the_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_good_values_parse_and_unset_ones_take_the_default(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("SOLBOARD_T_INT", " 42 ")
     monkeypatch.setenv("SOLBOARD_T_BOOL", "Off")
     monkeypatch.setenv("SOLBOARD_T_LIST", "a.example, b.example")
@@ -68,7 +72,9 @@ def test_the_embedded_broker_gets_wal_and_a_busy_timeout_and_no_foreign_options(
     url = f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
     settings = celery_common_settings(url)
     # kombu hands these to sqlalchemy.create_engine: a visibility_timeout there would crash it.
-    assert settings["broker_transport_options"] == {"connect_args": {"timeout": 30.0, "check_same_thread": False}}
+    assert settings["broker_transport_options"] == {
+        "connect_args": {"timeout": 30.0, "check_same_thread": False}
+    }
     import sqlite3
 
     mode = sqlite3.connect(tmp_path / "broker.sqlite3").execute("PRAGMA journal_mode").fetchone()[0]
@@ -118,7 +124,9 @@ def test_settings_refuse_a_malformed_boolean() -> None:
     ("SOLBOARD_CACHE_URL", "/var/cache", "is neither redis://..., rediss://..., unix://... nor file:///dir"),
     ("SITE_URL", "solboard.example.org", "must start with http:// or https://"),
 ])
-def test_settings_refuse_a_malformed_dispatch_setting_at_start(variable: str, value: str, message: str) -> None:
+def test_settings_refuse_a_malformed_dispatch_setting_at_start(
+    variable: str, value: str, message: str
+) -> None:
     # Read at call time, these failed only inside a task or an on_commit hook, where they were logged.
     result = django_check({variable: value})
     assert result.returncode != 0 and message in result.stderr
@@ -151,7 +159,9 @@ def test_the_cache_url_picks_a_cache_shared_between_processes(tmp_path: Path) ->
     assert found == [["FileBasedCache", str(tmp_path)], ["LocMemCache"]]
 
 
-def test_make_run_gives_its_children_one_folder_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_make_run_gives_its_children_one_folder_cache(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from leaderboard.devserver import child_env
 
     monkeypatch.setenv("SOLBOARD_VAR", str(tmp_path))

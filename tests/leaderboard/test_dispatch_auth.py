@@ -85,7 +85,11 @@ def refusals(reason: str) -> int:
 
 def assert_not_ranked(evaluation: Evaluation) -> None:
     evaluation.refresh_from_db()
-    assert evaluation.status in ("queued", "running") and evaluation.score is None and not evaluation.rank_eligible
+    assert (
+        evaluation.status in ("queued", "running")
+        and evaluation.score is None
+        and not evaluation.rank_eligible
+    )
     assert not RankingEntry.objects.filter(evaluation=evaluation).exists()
 
 
@@ -152,8 +156,13 @@ def test_a_message_outside_the_time_window_is_refused(gpu_evaluation: Evaluation
 
 def test_a_revoked_credential_is_refused(gpu_evaluation: Evaluation, node_a: Credential) -> None:
     credentials.revoke("node-a")
-    assert tasks.job_started(signed(SITE_STARTED_TASK, started_message(gpu_evaluation), node_a)) == "refused: revoked"
-    assert tasks.runner_heartbeat(signed(SITE_HEARTBEAT_TASK, heartbeat_message(), node_a)) == "refused: revoked"
+    assert (
+        tasks.job_started(signed(SITE_STARTED_TASK, started_message(gpu_evaluation), node_a))
+        == "refused: revoked"
+    )
+    assert (
+        tasks.runner_heartbeat(signed(SITE_HEARTBEAT_TASK, heartbeat_message(), node_a)) == "refused: revoked"
+    )
     gpu_evaluation.refresh_from_db()
     assert gpu_evaluation.status == "queued" and gpu_evaluation.attempts == 0
 
@@ -161,37 +170,52 @@ def test_a_revoked_credential_is_refused(gpu_evaluation: Evaluation, node_a: Cre
 def test_a_runner_cannot_speak_as_another_node(gpu_evaluation: Evaluation, node_b: Credential,
                                                cpu_report: dict[str, Any],
                                                django_capture_on_commit_callbacks: Any) -> None:
-    as_a = signed(SITE_RESULT_TASK, result_message(gpu_evaluation, gpu_report(cpu_report), runner=RUNNER), node_b)
+    as_a = signed(
+        SITE_RESULT_TASK, result_message(gpu_evaluation, gpu_report(cpu_report), runner=RUNNER), node_b
+    )
     assert store(as_a, django_capture_on_commit_callbacks) == "refused: wrong node"
     beat = signed(SITE_HEARTBEAT_TASK, {**heartbeat_message("node-b:0"), "node": "node-a"}, node_b)
     assert tasks.runner_heartbeat(beat) == "refused: wrong node"
     assert_not_ranked(gpu_evaluation)
 
 
-def test_a_result_for_a_job_another_runner_claimed_is_ignored(gpu_evaluation: Evaluation, node_a: Credential,
-                                                              node_b: Credential, cpu_report: dict[str, Any],
-                                                              django_capture_on_commit_callbacks: Any) -> None:
+def test_a_result_for_a_job_another_runner_claimed_is_ignored(
+    gpu_evaluation: Evaluation,
+    node_a: Credential,
+    node_b: Credential,
+    cpu_report: dict[str, Any],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
     assert tasks.job_started(signed(SITE_STARTED_TASK, started_message(gpu_evaluation), node_a)) == "running"
-    theirs = signed(SITE_RESULT_TASK, result_message(gpu_evaluation, gpu_report(cpu_report), "node-b:0"), node_b)
+    theirs = signed(
+        SITE_RESULT_TASK, result_message(gpu_evaluation, gpu_report(cpu_report), "node-b:0"), node_b
+    )
     assert store(theirs, django_capture_on_commit_callbacks) == "ignored: claimed by node-a:0, not node-b:0"
     assert_not_ranked(gpu_evaluation)
 
 
-def test_a_result_for_an_evaluation_never_handed_over_is_ignored(gpu_evaluation: Evaluation, node_a: Credential,
-                                                                 cpu_report: dict[str, Any],
-                                                                 django_capture_on_commit_callbacks: Any) -> None:
+def test_a_result_for_an_evaluation_never_handed_over_is_ignored(
+    gpu_evaluation: Evaluation,
+    node_a: Credential,
+    cpu_report: dict[str, Any],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
     Evaluation.objects.filter(pk=gpu_evaluation.pk).update(enqueued_at=None)
     payload = signed(SITE_RESULT_TASK, result_message(gpu_evaluation, gpu_report(cpu_report)), node_a)
     assert store(payload, django_capture_on_commit_callbacks) == "ignored: not handed to any runner"
     assert_not_ranked(gpu_evaluation)
 
 
-def test_a_signed_heartbeat_is_recorded_and_an_unsigned_one_is_not(node_a: Credential, gpu_types: Any) -> None:
+def test_a_signed_heartbeat_is_recorded_and_an_unsigned_one_is_not(
+    node_a: Credential, gpu_types: Any
+) -> None:
     from leaderboard.models import RunnerNode
 
     assert tasks.runner_heartbeat(heartbeat_message()) == "refused: unsigned"
     assert not RunnerNode.objects.exists()
-    assert tasks.runner_heartbeat(signed(SITE_HEARTBEAT_TASK, heartbeat_message(), node_a)).startswith("recorded")
+    assert tasks.runner_heartbeat(signed(SITE_HEARTBEAT_TASK, heartbeat_message(), node_a)).startswith(
+        "recorded"
+    )
     assert RunnerNode.objects.get().name == RUNNER
 
 
@@ -218,7 +242,9 @@ def test_old_nonces_are_forgotten_once_no_message_could_carry_them(gpu_evaluatio
 
 def test_the_site_stores_no_key_only_a_fingerprint(node_a: Credential) -> None:
     row = RunnerCredential.objects.get(public_id=node_a.public_id)
-    stored = " ".join(str(value) for value in RunnerCredential.objects.filter(pk=row.pk).values().get().values())
+    stored = " ".join(
+        str(value) for value in RunnerCredential.objects.filter(pk=row.pk).values().get().values()
+    )
     assert node_a.secret_string().rsplit(":", 1)[1] not in stored and node_a.key.hex() not in stored
     assert row.key_fingerprint == node_a.fingerprint and credentials.usable(node_a)
 

@@ -28,9 +28,26 @@ cpu_report = results.cpu_report
 @pytest.fixture(scope="module")
 def forged_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, "-m", "evaluator", "run", "vector_add", str(FORGER), "--device", "cpu", "--mode", "ranked",
-         "--json"], capture_output=True, text=True, check=True, cwd=tmp_path_factory.mktemp("eval"),
-        env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=180)
+        [
+            sys.executable,
+            "-m",
+            "evaluator",
+            "run",
+            "vector_add",
+            str(FORGER),
+            "--device",
+            "cpu",
+            "--mode",
+            "ranked",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path_factory.mktemp("eval"),
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=180,
+    )
     return json.loads(out.stdout)
 
 

@@ -17,16 +17,28 @@ from django.utils import timezone
 from leaderboard.models import Evaluation, GpuType, RunnerNode, Submission
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture
 def fleet(alice: Any, gpu_types: dict[str, GpuType], problems: Any) -> Evaluation:
     """Two runners: one alive and busy with alice's evaluation, one silent for ten minutes."""
     cpu = gpu_types["cpu"]
-    Submission.objects.create(user=alice, problem=problems["vector_add"], problem_version=1, language="python",
-                              source="def kernel(a, b, c): pass\n")  # so that ids of the two kinds differ
+    Submission.objects.create(
+        user=alice,
+        problem=problems["vector_add"],
+        problem_version=1,
+        language="python",
+        source="def kernel(a, b, c): pass\n",
+    )  # so that ids of the two kinds differ
     submission = Submission.objects.create(user=alice, problem=problems["vector_add"], problem_version=1,
                                            language="python", source="def kernel(a, b, c): pass\n")
     running = Evaluation.objects.create(submission=submission, gpu_type=cpu, mode="test", status="running",
@@ -67,7 +79,9 @@ def test_the_runner_health_page_shows_alive_and_stale_runners_and_queue_depth(
     assert current.inner_text() == f"submission {fleet.submission_id}, cpu test run 1"
     assert current.get_attribute("href") == f"/submissions/{fleet.submission_id}/#evaluation-{fleet.pk}"
     assert stale.locator("td.state").inner_text() == "stale"
-    assert "NVIDIA H200" in stale.inner_text() and "host-b" not in stale.inner_text()  # host names: staff only
+    assert (
+        "NVIDIA H200" in stale.inner_text() and "host-b" not in stale.inner_text()
+    )  # host names: staff only
     cpu_queue = page.locator('tr[data-gpu-type="cpu"] td').all_inner_texts()
     assert cpu_queue[1:] == ["1", "0", "1"]  # waiting, in broker, running
 
@@ -76,7 +90,9 @@ def test_the_runner_health_api_reports_the_same_figures(fleet: Evaluation, clien
     body = client.get("/api/runners/").json()
     runners = {runner["name"]: runner for runner in body["runners"]}
     assert runners["node-a:cpu"]["alive"] and not runners["node-b:gpu0"]["alive"]
-    assert runners["node-a:cpu"]["current_evaluation"] == fleet.pk and runners["node-a:cpu"]["hostname"] is None
+    assert (
+        runners["node-a:cpu"]["current_evaluation"] == fleet.pk and runners["node-a:cpu"]["hostname"] is None
+    )
     assert runners["node-a:cpu"]["current_submission"] == fleet.submission_id
     assert runners["node-a:cpu"]["current_label"] == f"submission {fleet.submission_id}, cpu test run 1"
     queues = {queue["gpu_type"]: queue for queue in body["queues"]}

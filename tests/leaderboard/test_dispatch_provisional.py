@@ -68,7 +68,9 @@ def running(alice: Any, gpu_types: Any, problems: Any, broker: str, node_a: Cred
             django_capture_on_commit_callbacks: Any) -> Evaluation:
     """alice's ranked CPU evaluation, claimed by node-a's slot."""
     with django_capture_on_commit_callbacks(execute=True):
-        evaluation = create_submission(alice, "vector_add", "python", EXAMPLE, ["cpu"], "ranked").evaluations.get()
+        evaluation = create_submission(
+            alice, "vector_add", "python", EXAMPLE, ["cpu"], "ranked"
+        ).evaluations.get()
     started = JobStarted(job_id=str(evaluation.job_id), evaluation_id=evaluation.pk, runner=RUNNER,
                          started_at=timezone.now().isoformat())
     assert tasks.job_started(signed(SITE_STARTED_TASK, started.model_dump(mode="json"), node_a)) == "running"
@@ -89,8 +91,11 @@ def final_body(evaluation: Evaluation, report: dict[str, Any]) -> dict[str, Any]
 
 def send_provisional(evaluation: Evaluation, report: dict[str, Any], credential: Credential,
                      runner: str = RUNNER) -> str:
-    return str(tasks.store_provisional(signed(SITE_PROVISIONAL_TASK, provisional_body(evaluation, report, runner),
-                                              credential)))
+    return str(
+        tasks.store_provisional(
+            signed(SITE_PROVISIONAL_TASK, provisional_body(evaluation, report, runner), credential)
+        )
+    )
 
 
 def api_evaluation(user: Any, evaluation: Evaluation) -> dict[str, Any]:
@@ -119,7 +124,8 @@ def test_a_provisional_result_is_stored_as_the_site_judged_it_and_never_ranked(
 
 
 def test_the_api_and_the_page_show_the_provisional_result_and_its_arrival_wakes_waiters(
-        running: Evaluation, node_a: Credential, alice: Any, bob: Any, streamed: dict[str, dict[str, Any]]) -> None:
+    running: Evaluation, node_a: Credential, alice: Any, bob: Any, streamed: dict[str, dict[str, Any]]
+) -> None:
     before = evaluation_state(running.status, running.provisional_at, running.started_at)
     send_provisional(running, streamed["provisional"], node_a)
     running.refresh_from_db()
@@ -129,7 +135,9 @@ def test_the_api_and_the_page_show_the_provisional_result_and_its_arrival_wakes_
     assert body["provisional_score"] == running.current_provisional["problem_score"]  # type: ignore[index]
     assert body["score"] is None and body["rank_eligible"] is False and body["report"] is None
     assert body["not_ranked_reason"].startswith("not finished (running): the provisional result")
-    assert [shape["shape_id"] for shape in body["shapes"]] == [s["shape_id"] for s in streamed["provisional"]["shapes"]]
+    assert [shape["shape_id"] for shape in body["shapes"]] == [
+        s["shape_id"] for s in streamed["provisional"]["shapes"]
+    ]
     assert body["provisional_report"]["log"] == ""  # bob may not read alice's log
     page = Client().get(f"/submissions/{running.submission_id}/").content.decode()
     assert "data-provisional-report" in page and "Provisional result" in page
@@ -152,8 +160,12 @@ def test_the_final_result_replaces_the_provisional_one(running: Evaluation, node
     assert running.report is not None and running.report["witnessed"] is True and running.rank_eligible
     assert RankingEntry.objects.filter(evaluation=running).exists()  # the development ranking (cpu)
     body = api_evaluation(alice, running)
-    assert body["provisional"] is False and body["provisional_report"] is None and body["score"] == running.score
-    assert send_provisional(running, streamed["provisional"], node_a) == "ignored: passed"  # too late: changes nothing
+    assert (
+        body["provisional"] is False and body["provisional_report"] is None and body["score"] == running.score
+    )
+    assert (
+        send_provisional(running, streamed["provisional"], node_a) == "ignored: passed"
+    )  # too late: changes nothing
 
 
 def test_an_unauthenticated_provisional_result_is_refused(running: Evaluation,
@@ -173,8 +185,9 @@ def test_a_provisional_result_from_a_runner_that_did_not_claim_the_job_is_ignore
     assert running.current_provisional is None
 
 
-def test_a_provisional_result_the_site_would_refuse_is_not_stored(running: Evaluation, node_a: Credential,
-                                                                  streamed: dict[str, dict[str, Any]]) -> None:
+def test_a_provisional_result_the_site_would_refuse_is_not_stored(
+    running: Evaluation, node_a: Credential, streamed: dict[str, dict[str, Any]]
+) -> None:
     forged = {**streamed["provisional"], "problem_score": 7.5}
     assert send_provisional(running, forged, node_a).startswith("ignored: the site refuses it")
     running.refresh_from_db()

@@ -74,7 +74,9 @@ def completed(evaluation: Evaluation, report: dict[str, Any], runner: str = RUNN
                      outcome="completed", report=EvaluationReport.model_validate(report))
 
 
-def test_a_submission_is_saved_and_handed_to_the_broker_on_commit(evaluation: Evaluation, broker: str) -> None:
+def test_a_submission_is_saved_and_handed_to_the_broker_on_commit(
+    evaluation: Evaluation, broker: str
+) -> None:
     evaluation.refresh_from_db()
     assert evaluation.status == "queued" and evaluation.enqueued_at is not None
     [job] = messages_on(broker, gpu_queue("cpu"))
@@ -116,7 +118,9 @@ def test_a_completed_cpu_report_is_stored_with_a_development_score(evaluation: E
     assert evaluation.gpu_seconds is not None and 0 <= evaluation.gpu_seconds < 5
 
 
-def test_the_same_result_delivered_twice_is_recorded_once(evaluation: Evaluation, cpu_report: dict[str, Any]) -> None:
+def test_the_same_result_delivered_twice_is_recorded_once(
+    evaluation: Evaluation, cpu_report: dict[str, Any]
+) -> None:
     started(evaluation)
     result = completed(evaluation, cpu_report)
     assert dispatch.store_result(result) == "stored passed"
@@ -132,11 +136,15 @@ def test_a_result_without_its_started_message_is_still_stored(evaluation: Evalua
     assert evaluation.runner.name == RUNNER and evaluation.started_at is not None
 
 
-def test_results_for_another_delivery_or_runner_are_ignored(evaluation: Evaluation, cpu_report: dict[str, Any]) -> None:
+def test_results_for_another_delivery_or_runner_are_ignored(
+    evaluation: Evaluation, cpu_report: dict[str, Any]
+) -> None:
     started(evaluation)
     stale = completed(evaluation, cpu_report).model_copy(update={"job_id": str(uuid.uuid4())})
     assert dispatch.store_result(stale) == "ignored: stale job id"
-    assert dispatch.store_result(completed(evaluation, cpu_report, runner="intruder:cpu")).startswith("ignored")
+    assert dispatch.store_result(completed(evaluation, cpu_report, runner="intruder:cpu")).startswith(
+        "ignored"
+    )
     evaluation.refresh_from_db()
     assert evaluation.status == "running"
 
@@ -149,13 +157,20 @@ def test_a_report_for_another_problem_is_an_error(evaluation: Evaluation, cpu_re
     assert "not vector_add/ranked" in evaluation.message and not evaluation.shape_results.exists()
 
 
-def test_a_terminal_status_never_changes(evaluation: Evaluation, cpu_report: dict[str, Any], alice: Any) -> None:
+def test_a_terminal_status_never_changes(
+    evaluation: Evaluation, cpu_report: dict[str, Any], alice: Any
+) -> None:
     started(evaluation)
     assert dispatch.cancel_evaluation(evaluation, alice)
     # The result changes nothing of the cancelled evaluation but the GPU time its job used.
-    assert dispatch.store_result(completed(evaluation, cpu_report)) == "ignored: already cancelled; GPU time recorded"
+    assert (
+        dispatch.store_result(completed(evaluation, cpu_report))
+        == "ignored: already cancelled; GPU time recorded"
+    )
     evaluation.refresh_from_db()
-    assert evaluation.status == "cancelled" and evaluation.report is None and evaluation.gpu_seconds is not None
+    assert (
+        evaluation.status == "cancelled" and evaluation.report is None and evaluation.gpu_seconds is not None
+    )
 
 
 def test_a_runner_error_requeues_on_a_new_job_id_until_the_attempts_are_spent(evaluation: Evaluation) -> None:
@@ -164,8 +179,13 @@ def test_a_runner_error_requeues_on_a_new_job_id_until_the_attempts_are_spent(ev
         evaluation.refresh_from_db()
         job_ids.add(evaluation.job_id)
         started(evaluation)
-        lost = JobResult(job_id=str(evaluation.job_id), evaluation_id=evaluation.pk, runner=RUNNER,
-                         outcome="runner_error", message="the runner's worker died during the job (signal SIGKILL)")
+        lost = JobResult(
+            job_id=str(evaluation.job_id),
+            evaluation_id=evaluation.pk,
+            runner=RUNNER,
+            outcome="runner_error",
+            message="the runner's worker died during the job (signal SIGKILL)",
+        )
         outcome = dispatch.store_result(lost)
         assert outcome == ("requeued" if attempt < evaluation.max_attempts else "stored error")
     evaluation.refresh_from_db()
@@ -174,7 +194,8 @@ def test_a_runner_error_requeues_on_a_new_job_id_until_the_attempts_are_spent(ev
 
 
 def test_a_job_its_own_processes_ended_is_charged_and_an_evaluator_crash_is_refunded(
-        alice: Any, gpu_types: Any, problems: Any, broker: str, django_capture_on_commit_callbacks: Any) -> None:
+    alice: Any, gpu_types: Any, problems: Any, broker: str, django_capture_on_commit_callbacks: Any
+) -> None:
     """A judge killed or stopped from inside its job (runner outcome ``job_failed``) is the
     submission's failure: an error with a verdict, which the daily quota keeps. Before, the runner
     said ``evaluator_error`` and the quota unit came back, so a submission that killed its judge
@@ -182,8 +203,10 @@ def test_a_job_its_own_processes_ended_is_charged_and_an_evaluator_crash_is_refu
     from leaderboard.api import quotas
 
     with django_capture_on_commit_callbacks(execute=True):
-        killer, crash = (create_submission(alice, "vector_add", "python", EXAMPLE, ["cpu"], "test").evaluations.get()
-                         for _ in range(2))
+        killer, crash = (
+            create_submission(alice, "vector_add", "python", EXAMPLE, ["cpu"], "test").evaluations.get()
+            for _ in range(2)
+        )
     for evaluation, outcome in ((killer, "job_failed"), (crash, "evaluator_error")):
         started(evaluation)
         result = JobResult(job_id=str(evaluation.job_id), evaluation_id=evaluation.pk, runner=RUNNER,
@@ -222,7 +245,9 @@ def test_only_the_owner_or_staff_may_cancel(evaluation: Evaluation, bob: Any, op
     assert not dispatch.cancel_evaluation(evaluation, operator)  # already ended
 
 
-def test_cancelling_a_running_evaluation_tells_its_node(evaluation: Evaluation, alice: Any, broker: str) -> None:
+def test_cancelling_a_running_evaluation_tells_its_node(
+    evaluation: Evaluation, alice: Any, broker: str
+) -> None:
     started(evaluation)
     assert dispatch.cancel_evaluation(evaluation, alice)
     [cancel] = messages_on(broker, control_queue("node-a"))
@@ -243,19 +268,37 @@ def test_one_users_flood_does_not_starve_another_user(alice: Any, bob: Any, gpu_
     assert owners.count("alice") == 4 and owners.count("bob") == 1
     first = Evaluation.objects.get(pk=sent[0]["evaluation_id"])
     started(first)
-    lost = JobResult(job_id=str(first.job_id), evaluation_id=first.pk, runner=RUNNER, outcome="evaluator_error")
+    lost = JobResult(
+        job_id=str(first.job_id), evaluation_id=first.pk, runner=RUNNER, outcome="evaluator_error"
+    )
     with django_capture_on_commit_callbacks(execute=True):
         dispatch.store_result(lost)
     assert len(messages_on(broker, gpu_queue("cpu"))) == 1  # alice's fifth, now that one finished
 
 
 def heartbeat(runner: str = RUNNER, current: Evaluation | None = None) -> Heartbeat:
-    return Heartbeat(runner=runner, node=runner.split(":")[0], hostname="host-a", device="cpu",
-                     queues=["gpu.cpu.x1"], gpus=[] if "cpu" in runner else [GpuInfo(
-                         index=0, uuid="GPU-1", name="NVIDIA H200", gpu_type="h200",
-                         memory_bytes=1 << 37, driver="580.1")],
-                     current_job=str(current.job_id) if current else None,
-                     current_evaluation_id=current.pk if current else None, sent_at=timezone.now().isoformat())
+    return Heartbeat(
+        runner=runner,
+        node=runner.split(":")[0],
+        hostname="host-a",
+        device="cpu",
+        queues=["gpu.cpu.x1"],
+        gpus=[]
+        if "cpu" in runner
+        else [
+            GpuInfo(
+                index=0,
+                uuid="GPU-1",
+                name="NVIDIA H200",
+                gpu_type="h200",
+                memory_bytes=1 << 37,
+                driver="580.1",
+            )
+        ],
+        current_job=str(current.job_id) if current else None,
+        current_evaluation_id=current.pk if current else None,
+        sent_at=timezone.now().isoformat(),
+    )
 
 
 def test_a_heartbeat_records_the_runner_and_its_current_job(evaluation: Evaluation, gpu_types: Any) -> None:
@@ -265,7 +308,9 @@ def test_a_heartbeat_records_the_runner_and_its_current_job(evaluation: Evaluati
     assert RunnerNode.objects.count() == 1
 
 
-def test_the_sweeper_releases_evaluations_whose_hand_over_was_lost(evaluation: Evaluation, broker: str) -> None:
+def test_the_sweeper_releases_evaluations_whose_hand_over_was_lost(
+    evaluation: Evaluation, broker: str
+) -> None:
     messages_on(broker, gpu_queue("cpu"))  # the first hand-over "got lost"
     Evaluation.objects.filter(pk=evaluation.pk).update(enqueued_at=None)
     assert dispatch.sweep().released == 1
@@ -288,7 +333,9 @@ def test_the_sweeper_requeues_the_job_of_a_runner_that_went_silent(evaluation: E
     assert [job["job_id"] for job in messages_on(broker, gpu_queue("cpu"))] == [str(evaluation.job_id)]
 
 
-def test_the_sweeper_requeues_a_job_its_live_runner_no_longer_runs(evaluation: Evaluation, settings: Any) -> None:
+def test_the_sweeper_requeues_a_job_its_live_runner_no_longer_runs(
+    evaluation: Evaluation, settings: Any
+) -> None:
     started(evaluation)
     long_ago = timezone.now() - timedelta(seconds=2 * settings.SOLBOARD_RUNNER_STALE_SECONDS + 5)
     Evaluation.objects.filter(pk=evaluation.pk).update(started_at=long_ago)
@@ -296,7 +343,9 @@ def test_the_sweeper_requeues_a_job_its_live_runner_no_longer_runs(evaluation: E
     assert dispatch.sweep().requeued == 1
 
 
-def test_the_admin_action_cancels_what_is_still_in_flight(evaluation: Evaluation, operator: Any, rf: Any) -> None:
+def test_the_admin_action_cancels_what_is_still_in_flight(
+    evaluation: Evaluation, operator: Any, rf: Any
+) -> None:
     from django.contrib import admin
     from django.contrib.messages.storage.fallback import FallbackStorage
 
@@ -337,10 +386,22 @@ def test_the_sweep_command_reports_what_it_did(evaluation: Evaluation, broker: s
 
 
 def test_only_known_finite_positive_ceilings_of_a_runner_are_used() -> None:
-    from leaderboard.dispatch.judge import runner_ceilings
+    from leaderboard.dispatch.report_verdict import runner_ceilings
 
-    heartbeat = {"ceilings.bf16_tensor_tflops": 760.0, "ceilings.hbm_tbps": 4.2, "ceilings.nvlink_gbps_per_direction": 331.4,
-                 "ceilings.made_up_tflops": 1e9, "ceilings.fp8_tensor_tflops": float("nan"), "ceilings.fp16_tensor_tflops": -1,
-                 "link.world_size": 2, "ceilings.tf32_tensor_tflops": True, "runs": 9}
-    assert runner_ceilings(heartbeat) == {"bf16_tensor_tflops": 760.0, "hbm_tbps": 4.2, "nvlink_gbps_per_direction": 331.4}
+    heartbeat = {
+        "ceilings.bf16_tensor_tflops": 760.0,
+        "ceilings.hbm_tbps": 4.2,
+        "ceilings.nvlink_gbps_per_direction": 331.4,
+        "ceilings.made_up_tflops": 1e9,
+        "ceilings.fp8_tensor_tflops": float("nan"),
+        "ceilings.fp16_tensor_tflops": -1,
+        "link.world_size": 2,
+        "ceilings.tf32_tensor_tflops": True,
+        "runs": 9,
+    }
+    assert runner_ceilings(heartbeat) == {
+        "bf16_tensor_tflops": 760.0,
+        "hbm_tbps": 4.2,
+        "nvlink_gbps_per_direction": 331.4,
+    }
     assert runner_ceilings({}) is None and runner_ceilings(None) is None

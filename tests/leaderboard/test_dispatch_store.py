@@ -1,4 +1,4 @@
-"""The site recomputes every score it stores (leaderboard/dispatch/judge.py, store.py).
+"""The site recomputes every score it stores (leaderboard/dispatch/report_verdict.py, store.py).
 
 A report is the runner's claim. These tests hand the site reports as a runner would send them:
 honest ones (figures from the evaluator's own functions) are stored and ranked with the site's
@@ -47,7 +47,8 @@ def ranked_rows(evaluation: Evaluation) -> int:
 
 
 def test_an_honest_gpu_report_is_stored_and_ranked_with_the_sites_own_figures(
-        gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any) -> None:
+    gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any
+) -> None:
     report = gpu_report(cpu_report)
     evaluation = deliver(gpu_evaluation, report, django_capture_on_commit_callbacks)
     assert evaluation.status == "passed" and evaluation.rank_eligible, evaluation.message
@@ -60,7 +61,8 @@ def test_an_honest_gpu_report_is_stored_and_ranked_with_the_sites_own_figures(
 
 
 def test_a_report_claiming_7_5_with_no_shapes_is_rejected_and_never_ranked(
-        gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any) -> None:
+    gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any
+) -> None:
     forged = {**gpu_report(cpu_report), "shapes": [], "problem_score": 7.5, "rank_eligible": True}
     evaluation = deliver(gpu_evaluation, forged, django_capture_on_commit_callbacks)
     assert evaluation.status == "rejected" and not evaluation.rank_eligible and evaluation.score is None
@@ -69,7 +71,8 @@ def test_a_report_claiming_7_5_with_no_shapes_is_rejected_and_never_ranked(
 
 
 def test_a_claimed_score_outside_zero_one_is_rejected(
-        gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any) -> None:
+    gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any
+) -> None:
     forged = {**gpu_report(cpu_report), "problem_score": 7.5}
     evaluation = deliver(gpu_evaluation, forged, django_capture_on_commit_callbacks)
     assert evaluation.status == "rejected" and "7.5, outside [0, 1]" in evaluation.message
@@ -77,7 +80,8 @@ def test_a_claimed_score_outside_zero_one_is_rejected(
 
 
 def test_a_median_below_t_sol_is_rejected_as_faster_than_light(
-        gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any) -> None:
+    gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any
+) -> None:
     forged = gpu_report(cpu_report, kernel_over_sol=0.5)
     for shape in forged["shapes"]:  # a forger would not send the figures that give it away
         shape["sol"] = None
@@ -88,7 +92,8 @@ def test_a_median_below_t_sol_is_rejected_as_faster_than_light(
 
 
 def test_a_forged_problem_score_that_is_not_the_sites_is_rejected(
-        gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any) -> None:
+    gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any
+) -> None:
     report = gpu_report(cpu_report)
     forged = {**report, "problem_score": min(1.0, report["problem_score"] * 1.2)}
     evaluation = deliver(gpu_evaluation, forged, django_capture_on_commit_callbacks)
@@ -97,7 +102,8 @@ def test_a_forged_problem_score_that_is_not_the_sites_is_rejected(
 
 
 def test_a_forged_shape_score_is_rejected_and_not_stored(
-        gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any) -> None:
+    gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any
+) -> None:
     forged = gpu_report(cpu_report)
     forged["shapes"][-1]["sol"]["score"] = 0.99
     evaluation = deliver(gpu_evaluation, forged, django_capture_on_commit_callbacks)
@@ -116,7 +122,8 @@ def test_a_time_that_is_not_positive_and_finite_is_rejected(
 
 
 def test_a_report_without_its_witness_is_stored_provisional_and_never_ranked(
-        gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any) -> None:
+    gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any
+) -> None:
     claims_eligible = {**gpu_report(cpu_report, witnessed=False), "rank_eligible": True}
     evaluation = deliver(gpu_evaluation, claims_eligible, django_capture_on_commit_callbacks)
     assert evaluation.status == "passed" and evaluation.score is not None
@@ -125,7 +132,8 @@ def test_a_report_without_its_witness_is_stored_provisional_and_never_ranked(
 
 
 def test_a_witness_that_does_not_confirm_a_ranked_median_keeps_it_provisional(
-        gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any) -> None:
+    gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any
+) -> None:
     report = gpu_report(cpu_report)
     ranked = next(shape for shape in report["shapes"] if shape["ranked"])
     ranked["witness"]["floor_us"] = ranked["timing"]["median_us"] * 2  # the witness saw a slower kernel
@@ -140,14 +148,17 @@ def test_only_a_flag_on_a_ranked_shape_or_the_whole_report_costs_the_ranking(
         on_ranked: bool, report_level: bool, ranked: bool) -> None:
     report = gpu_report(cpu_report)
     shape = next(item for item in report["shapes"] if item["ranked"] == on_ranked)
-    report["flags"] = ["host work during the timed call"] if report_level else [f"{shape['shape_id']}: host work"]
+    report["flags"] = (
+        ["host work during the timed call"] if report_level else [f"{shape['shape_id']}: host work"]
+    )
     evaluation = deliver(gpu_evaluation, report, django_capture_on_commit_callbacks)
     assert evaluation.status == "passed" and evaluation.rank_eligible is ranked
     assert (ranked_rows(evaluation) > 0) is ranked
 
 
 def test_a_report_with_shapes_the_job_did_not_ask_for_is_rejected(
-        gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any) -> None:
+    gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any
+) -> None:
     forged = gpu_report(cpu_report)
     forged["shapes"].append({**forged["shapes"][0]})  # the same shape twice
     evaluation = deliver(gpu_evaluation, forged, django_capture_on_commit_callbacks)
@@ -155,7 +166,8 @@ def test_a_report_with_shapes_the_job_did_not_ask_for_is_rejected(
 
 
 def test_the_verdict_is_the_worst_shape_status_whatever_the_report_says(
-        gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any) -> None:
+    gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any
+) -> None:
     forged = gpu_report(cpu_report)
     failing = forged["shapes"][0]
     failing.update(status="INCORRECT_NUMERICAL", timing=None, baseline_timing=None, sol=None, witness=None)
@@ -178,7 +190,8 @@ def test_a_cpu_report_is_ranked_in_the_development_ranking_only_once_witnessed(
 
 
 def test_a_witness_with_a_non_finite_floor_is_rejected(
-        gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any) -> None:
+    gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any
+) -> None:
     forged = gpu_report(cpu_report)
     forged["shapes"][0]["witness"]["floor_us"] = -math.inf  # a floor nothing can undercut
     evaluation = deliver(gpu_evaluation, forged, django_capture_on_commit_callbacks)
@@ -199,7 +212,8 @@ def test_a_witness_whose_calls_disagree_with_its_median_is_rejected(
 
 
 def test_a_witness_of_two_calls_stands_at_the_lower(
-        gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any) -> None:
+    gpu_evaluation: Evaluation, cpu_report: dict[str, Any], django_capture_on_commit_callbacks: Any
+) -> None:
     report = gpu_report(cpu_report)
     for shape in report["shapes"]:
         witness = shape["witness"]
@@ -229,5 +243,7 @@ def test_a_median_below_the_t_sol_of_derived_counts_is_stored_with_its_score_cap
     evaluation = deliver(gpu_evaluation, gpu_report(cpu_report, kernel_over_sol=0.5),
                          django_capture_on_commit_callbacks)
     assert evaluation.status == "passed", evaluation.message
-    assert evaluation.shape_results.exists() and all(row.score == 1.0 for row in evaluation.shape_results.all())
+    assert evaluation.shape_results.exists() and all(
+        row.score == 1.0 for row in evaluation.shape_results.all()
+    )
     assert evaluation.rank_eligible and ranked_rows(evaluation) > 0

@@ -51,13 +51,26 @@ def site(imported_folder: Path, monkeypatch: pytest.MonkeyPatch, gpu_types: Any,
 
 
 def solution(language: str, sources: dict[str, str], entry: str = "kernel.cu::run") -> str:
-    return json.dumps({"name": "mine", "definition": "rmsnorm_h256", "author": "someone",
-                       "spec": {"language": language, "target_hardware": ["NVIDIA_H100"], "entry_point": entry,
-                                "binding": "torch", "destination_passing_style": False},
-                       "sources": [{"path": path, "content": text} for path, text in sources.items()]})
+    return json.dumps(
+        {
+            "name": "mine",
+            "definition": "rmsnorm_h256",
+            "author": "someone",
+            "spec": {
+                "language": language,
+                "target_hardware": ["NVIDIA_H100"],
+                "entry_point": entry,
+                "binding": "torch",
+                "destination_passing_style": False,
+            },
+            "sources": [{"path": path, "content": text} for path, text in sources.items()],
+        }
+    )
 
 
-def refused(user: Any, site: Any, text: str, problem: str = "rmsnorm_h256", gpus: tuple[str, ...] = ("h200",)) -> str:
+def refused(
+    user: Any, site: Any, text: str, problem: str = "rmsnorm_h256", gpus: tuple[str, ...] = ("h200",)
+) -> str:
     with site(), pytest.raises(ValidationError) as error:
         create_submission(user, problem, "python", text, list(gpus), "test")
     assert not Submission.objects.exists() and not Evaluation.objects.exists()
@@ -75,8 +88,9 @@ def test_a_python_solution_json_is_taken_as_it_is(alice: Any, site: Any) -> None
 @pytest.mark.skipif(find_tool("nvcc") is None, reason="nvcc is not installed")
 def test_a_cuda_solution_json_that_maps_becomes_a_cuda_submission(alice: Any, site: Any) -> None:
     with site():
-        submission = create_submission(alice, "rmsnorm_h256", "python", solution("cuda", {"kernel.cu": KERNEL}),
-                                       ["h200"], "test")
+        submission = create_submission(
+            alice, "rmsnorm_h256", "python", solution("cuda", {"kernel.cu": KERNEL}), ["h200"], "test"
+        )
     assert submission.language == "cuda" and submission.source == KERNEL
     assert submission.static_evidence["archs"]["sm_90a"]["entry"] == "rmsnorm_rows"
 
@@ -84,16 +98,22 @@ def test_a_cuda_solution_json_that_maps_becomes_a_cuda_submission(alice: Any, si
 def test_a_pytorch_extension_is_refused_with_the_native_abi_to_write_instead(alice: Any, site: Any) -> None:
     message = refused(alice, site, solution("cuda", {"kernel.cu": TORCH_EXTENSION}))
     assert "kernel.cu is a PyTorch extension (torch/extension.h, <torch/, PYBIND11_MODULE" in message
-    assert ("(const __nv_bfloat16* __restrict__ input, const __nv_bfloat16* __restrict__ weight, "
-            "__nv_bfloat16* __restrict__ output, unsigned batch_size, unsigned hidden_size, float eps)") in message
+    assert (
+        "(const __nv_bfloat16* __restrict__ input, const __nv_bfloat16* __restrict__ weight, "
+        "__nv_bfloat16* __restrict__ output, unsigned batch_size, unsigned hidden_size, float eps)"
+    ) in message
     assert "solboard problem rmsnorm_h256 --launch-spec" in message
 
 
-def test_a_cuda_solution_without_a_launch_spec_or_with_two_kernels_files_is_refused(alice: Any, site: Any) -> None:
+def test_a_cuda_solution_without_a_launch_spec_or_with_two_kernels_files_is_refused(
+    alice: Any, site: Any
+) -> None:
     bare = KERNEL.replace("solboard-launch:", "launch:")
     assert "kernel.cu has no launch spec" in refused(alice, site, solution("cuda", {"kernel.cu": bare}))
     two = solution("cuda", {"a.cu": KERNEL, "b.cu": KERNEL})
-    assert "maps onto one CUDA C++ file (a .cu source), this one has 2: a.cu, b.cu" in refused(alice, site, two)
+    assert "maps onto one CUDA C++ file (a .cu source), this one has 2: a.cu, b.cu" in refused(
+        alice, site, two
+    )
 
 
 def test_a_solution_json_for_a_native_problem_is_refused_with_what_it_takes(alice: Any, site: Any) -> None:

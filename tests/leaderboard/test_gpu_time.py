@@ -45,16 +45,33 @@ def submitted(client: APIClient) -> Evaluation:
 
 def run_for(evaluation: Evaluation, site_seconds: float, runner: str = RUNNER) -> None:
     """The job started on ``runner`` ``site_seconds`` ago by the site's clock."""
-    assert dispatch.record_started(JobStarted(job_id=str(evaluation.job_id), evaluation_id=evaluation.pk,
-                                              runner=runner, started_at=timezone.now().isoformat())) == "running"
-    Evaluation.objects.filter(pk=evaluation.pk).update(started_at=timezone.now() - timedelta(seconds=site_seconds))
+    assert (
+        dispatch.record_started(
+            JobStarted(
+                job_id=str(evaluation.job_id),
+                evaluation_id=evaluation.pk,
+                runner=runner,
+                started_at=timezone.now().isoformat(),
+            )
+        )
+        == "running"
+    )
+    Evaluation.objects.filter(pk=evaluation.pk).update(
+        started_at=timezone.now() - timedelta(seconds=site_seconds)
+    )
     evaluation.refresh_from_db()
 
 
 def result(evaluation: Evaluation, outcome: str = "timeout", hold: float | None = None,
            runner: str = RUNNER) -> JobResult:
-    return JobResult(job_id=str(evaluation.job_id), evaluation_id=evaluation.pk, runner=runner, outcome=outcome,  # type: ignore[arg-type]
-                     message="the job ran past the runner's wall limit", gpu_hold_seconds=hold)
+    return JobResult(
+        job_id=str(evaluation.job_id),
+        evaluation_id=evaluation.pk,
+        runner=runner,
+        outcome=outcome,  # type: ignore[arg-type]
+        message="the job ran past the runner's wall limit",
+        gpu_hold_seconds=hold,
+    )
 
 
 def gpu_seconds(evaluation: Evaluation) -> float | None:
@@ -70,10 +87,19 @@ def test_a_job_records_the_runners_gpu_hold_within_the_sites_wall_time(alice: An
     assert gpu_seconds(evaluation) == 12.5
 
 
-@pytest.mark.parametrize(("claimed", "why"), [(3600.0, "more than the site saw"), (None, "no figure"),
-                                              (-5.0, "negative"), (math.inf, "not finite"), (math.nan, "not a number")])
-def test_a_runners_figure_never_exceeds_the_sites_own_clock(alice: Any, catalogue: None, claimed: float | None,
-                                                            why: str) -> None:
+@pytest.mark.parametrize(
+    ("claimed", "why"),
+    [
+        (3600.0, "more than the site saw"),
+        (None, "no figure"),
+        (-5.0, "negative"),
+        (math.inf, "not finite"),
+        (math.nan, "not a number"),
+    ],
+)
+def test_a_runners_figure_never_exceeds_the_sites_own_clock(
+    alice: Any, catalogue: None, claimed: float | None, why: str
+) -> None:
     _, client = token_client(alice, "loop")
     evaluation = submitted(client)
     run_for(evaluation, 20.0)
@@ -82,7 +108,9 @@ def test_a_runners_figure_never_exceeds_the_sites_own_clock(alice: Any, catalogu
     assert stored is not None and 20.0 <= stored < 25.0, why  # the site's wall time, job_started -> result
 
 
-def test_a_job_whose_started_message_was_lost_is_bounded_from_its_hand_over(alice: Any, catalogue: None) -> None:
+def test_a_job_whose_started_message_was_lost_is_bounded_from_its_hand_over(
+    alice: Any, catalogue: None
+) -> None:
     _, client = token_client(alice, "loop")
     evaluation = submitted(client)
     Evaluation.objects.filter(pk=evaluation.pk).update(enqueued_at=timezone.now() - timedelta(seconds=8))
@@ -91,7 +119,9 @@ def test_a_job_whose_started_message_was_lost_is_bounded_from_its_hand_over(alic
     assert stored is not None and 8.0 <= stored < 12.0
 
 
-def test_a_runners_fault_records_nothing_and_a_result_delivered_twice_once(alice: Any, catalogue: None) -> None:
+def test_a_runners_fault_records_nothing_and_a_result_delivered_twice_once(
+    alice: Any, catalogue: None
+) -> None:
     _, client = token_client(alice, "loop")
     evaluation = submitted(client)
     run_for(evaluation, 10.0)
@@ -109,7 +139,10 @@ def test_a_cancelled_running_job_records_the_time_its_runner_reports(alice: Any,
     _, client = token_client(alice, "loop")
     evaluation = submitted(client)
     run_for(evaluation, 15.0)
-    assert client.post(f"/api/submissions/{evaluation.submission_id}/cancel", {}, format="json").status_code == 200
+    assert (
+        client.post(f"/api/submissions/{evaluation.submission_id}/cancel", {}, format="json").status_code
+        == 200
+    )
     assert dispatch.store_result(result(evaluation, outcome="cancelled", hold=3.0, runner="node-b:cpu")) \
         == "ignored: already cancelled"  # not the runner that ran it
     assert gpu_seconds(evaluation) is None
@@ -118,7 +151,9 @@ def test_a_cancelled_running_job_records_the_time_its_runner_reports(alice: Any,
     assert gpu_seconds(evaluation) == 3.0
 
 
-def test_a_multi_gpu_job_counts_every_gpu(alice: Any, catalogue: None, django_capture_on_commit_callbacks: Any) -> None:
+def test_a_multi_gpu_job_counts_every_gpu(
+    alice: Any, catalogue: None, django_capture_on_commit_callbacks: Any
+) -> None:
     source = (REPO / "examples" / "python" / "allreduce.py").read_text()
     with django_capture_on_commit_callbacks(execute=True):
         submission = create_submission(alice, "allreduce", "python", source, ["cpu"], "test")
@@ -150,7 +185,11 @@ def test_the_users_gpu_seconds_quota_refuses_with_429_until_the_day_resets(
     assert refused.status_code == 429
     error = refused.json()["error"]
     assert error["code"] == "quota_exceeded" and int(refused["Retry-After"]) == error["retry_after"] > 0
-    assert error["quota"]["kind"] == "gpu_seconds" and error["quota"]["used"] == 10.0 and error["quota"]["limit"] == 10
+    assert (
+        error["quota"]["kind"] == "gpu_seconds"
+        and error["quota"]["used"] == 10.0
+        and error["quota"]["limit"] == 10
+    )
     assert error["quota"]["resets_at"].endswith("T00:00:00+00:00") and error["retry_after"] <= 86401
     _, bobs = token_client(bob, "bob")
     assert bobs.post("/api/submissions", submit_body(), format="json").status_code == 201
@@ -176,8 +215,16 @@ def test_the_totals_show_on_the_quota_the_token_list_and_the_user_page(alice: An
     finished_with(loop, 2.0, ended_ago=timedelta(days=2))
     finished_with(other, 1.5)
     quota = loop.get("/api/quota").json()["gpu_seconds"]
-    assert (quota["used_today"], quota["limit_per_day"], quota["left_today"], quota["total"]) == (8.5, 100, 91.5, 10.5)
-    assert quota["token"]["id"] == first.pk and (quota["token"]["total"], quota["token"]["total_today"]) == (9.0, 7.0)
+    assert (quota["used_today"], quota["limit_per_day"], quota["left_today"], quota["total"]) == (
+        8.5,
+        100,
+        91.5,
+        10.5,
+    )
+    assert quota["token"]["id"] == first.pk and (quota["token"]["total"], quota["token"]["total_today"]) == (
+        9.0,
+        7.0,
+    )
     assert quota["token"]["limit_per_day"] is None  # no per-token limit set
     listed = {row["id"]: row for row in loop.get("/api/tokens").json()}
     assert (listed[first.pk]["gpu_seconds_total"], listed[first.pk]["gpu_seconds_today"]) == (9.0, 7.0)

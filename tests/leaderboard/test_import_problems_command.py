@@ -64,7 +64,9 @@ def test_a_problem_without_counts_is_synced_ranked_with_derived_counts_and_its_p
     row = Problem.objects.get(name="pmpp_like_vectoradd_py")
     assert row.shapes.count() == 6 and row.shapes.filter(ranked=True).count() == 3  # the benchmarks
     big = row.shapes.get(shape_id="size16384")
-    assert big.counts["flops"] == {"fp32_simt": 16384.0 * 16384} and big.counts["bytes"] == 3 * 2 * 16384 * 16384
+    assert (
+        big.counts["flops"] == {"fp32_simt": 16384.0 * 16384} and big.counts["bytes"] == 3 * 2 * 16384 * 16384
+    )
     manage("sync_gpu_types", stdout=StringIO())
     page = client.get("/problems/pmpp_like_vectoradd_py/").content.decode()
     assert "Counts derived automatically" in page and "Source: <code>" in page
@@ -75,17 +77,23 @@ def test_a_problem_without_counts_is_synced_ranked_with_derived_counts_and_its_p
 def test_refused_problems_are_reported_and_fail_the_command(imported: Path) -> None:
     out = StringIO()
     with pytest.raises(CommandError, match="1 problem\\(s\\) refused"):
-        call_command("import_problems", "--format", "sol-execbench", str(SXB / "missing_reference"), stdout=out)
+        call_command(
+            "import_problems", "--format", "sol-execbench", str(SXB / "missing_reference"), stdout=out
+        )
     assert "why: missing reference" in out.getvalue()
     assert not imported.exists() or not any(imported.iterdir())
 
 
 def test_writing_elsewhere_does_not_sync_and_json_says_why(imported: Path, tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
-    report = json.loads(run("--format", "reference-kernels", str(RK_SET / "softmax_py"), "--out", str(elsewhere),
-                            "--json"))
+    report = json.loads(
+        run("--format", "reference-kernels", str(RK_SET / "softmax_py"), "--out", str(elsewhere), "--json")
+    )
     assert report["import"]["summary"]["converted"] == 1
-    assert report["sync"]["synced"] is False and "is not the folder the catalogue reads" in report["sync"]["reason"]
+    assert (
+        report["sync"]["synced"] is False
+        and "is not the folder the catalogue reads" in report["sync"]["reason"]
+    )
     assert (elsewhere / "pmpp_like_softmax_py" / "problem.toml").is_file()
     assert not Problem.objects.filter(name="pmpp_like_softmax_py").exists()
 

@@ -36,7 +36,9 @@ def log_in(password: str, username: str = "alice", address: str = "203.0.113.7",
 def basic(password: str, username: str = "alice", address: str = "203.0.113.7", **headers: Any) -> Any:
     client = APIClient(REMOTE_ADDR=address)
     pair = base64.b64encode(f"{username}:{password}".encode()).decode()
-    return client.post("/api/tokens", {"name": "cli"}, format="json", HTTP_AUTHORIZATION=f"Basic {pair}", **headers)
+    return client.post(
+        "/api/tokens", {"name": "cli"}, format="json", HTTP_AUTHORIZATION=f"Basic {pair}", **headers
+    )
 
 
 def test_the_login_form_locks_out_after_the_limit_and_refuses_even_the_right_password(alice: Any) -> None:
@@ -71,18 +73,26 @@ def test_a_forged_forwarded_for_header_does_not_reset_the_count(alice: Any, bob:
     assert response.status_code == 429  # the address is REMOTE_ADDR: no proxy is trusted by default
 
 
-def test_behind_a_trusted_proxy_the_forwarded_address_is_the_clients(alice: Any, bob: Any, settings: Any) -> None:
+def test_behind_a_trusted_proxy_the_forwarded_address_is_the_clients(
+    alice: Any, bob: Any, settings: Any
+) -> None:
     settings.SOLBOARD_TRUSTED_PROXIES = 1
     for attempt in range(LIMIT):
         log_in(f"wrong-{attempt}", username=f"nobody{attempt}", address="10.0.0.2",
                HTTP_X_FORWARDED_FOR="spoofed, 198.51.100.66")
-    _, other = log_in("bob-password-1", username="bob", address="10.0.0.2", HTTP_X_FORWARDED_FOR="198.51.100.67")
+    _, other = log_in(
+        "bob-password-1", username="bob", address="10.0.0.2", HTTP_X_FORWARDED_FOR="198.51.100.67"
+    )
     assert other.status_code == 302  # another client behind the same proxy is not locked out
-    _, same = log_in("bob-password-1", username="bob", address="10.0.0.2", HTTP_X_FORWARDED_FOR="198.51.100.66")
+    _, same = log_in(
+        "bob-password-1", username="bob", address="10.0.0.2", HTTP_X_FORWARDED_FOR="198.51.100.66"
+    )
     assert same.status_code == 429
 
 
-def test_http_basic_on_the_token_endpoint_locks_out_with_a_429_and_retry_after(alice: Any, problems: Any) -> None:
+def test_http_basic_on_the_token_endpoint_locks_out_with_a_429_and_retry_after(
+    alice: Any, problems: Any
+) -> None:
     for attempt in range(LIMIT - 1):
         response = basic(f"wrong-{attempt}")
         assert response.status_code == 401 and response.json()["error"]["code"] == "invalid_token"

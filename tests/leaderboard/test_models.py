@@ -95,8 +95,15 @@ def test_it_refuses_a_duplicate_shape_result(evaluation: Evaluation) -> None:
 
 def test_it_keeps_one_ranking_row_per_user_for_the_problem_and_one_per_shape(evaluation: Evaluation) -> None:
     sub = evaluation.submission
-    common = {"problem": sub.problem, "gpu_type": evaluation.gpu_type, "user": sub.user, "submission": sub,
-              "evaluation": evaluation, "submitted_at": sub.created_at, "problem_version": sub.problem_version}
+    common = {
+        "problem": sub.problem,
+        "gpu_type": evaluation.gpu_type,
+        "user": sub.user,
+        "submission": sub,
+        "evaluation": evaluation,
+        "submitted_at": sub.created_at,
+        "problem_version": sub.problem_version,
+    }
     shape = sub.problem.shapes.first()
     RankingEntry.objects.create(shape=None, score=0.6, **common)
     RankingEntry.objects.create(shape=shape, score=0.6, median_us=10.0, **common)
@@ -120,7 +127,7 @@ def test_it_keeps_one_ranking_row_per_user_in_each_track(evaluation: Evaluation)
 
 
 def test_the_transition_map_lets_nothing_leave_a_terminal_status() -> None:
-    assert TERMINAL_STATUSES == {S.PASSED, S.FAILED, S.ERROR, S.TIMEOUT, S.REJECTED, S.CANCELLED}
+    assert {S.PASSED, S.FAILED, S.ERROR, S.TIMEOUT, S.REJECTED, S.CANCELLED} == TERMINAL_STATUSES
     assert not any(status in ALLOWED_TRANSITIONS for status in TERMINAL_STATUSES)
 
 

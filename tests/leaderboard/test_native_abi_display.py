@@ -41,7 +41,9 @@ def test_a_multi_gpu_problem_says_it_takes_no_native_kernel(catalogue: None) -> 
 @pytest.mark.skipif(find_tool("ptxas") is None, reason="ptxas is not installed")
 def test_the_served_ptx_skeleton_passes_upload_validation(catalogue: None) -> None:
     abi = APIClient().get("/api/problems/paged_decode_attention").json()["native_abi"]
-    result = validate_upload("ptx", abi["ptx_skeleton"], None, get_problem("paged_decode_attention"), ["sm_90a"])
+    result = validate_upload(
+        "ptx", abi["ptx_skeleton"], None, get_problem("paged_decode_attention"), ["sm_90a"]
+    )
     assert result.ok, result.messages()
 
 
@@ -81,7 +83,9 @@ def test_the_cli_prints_a_launch_spec_skeleton_and_the_abi(live_server: Any, pro
     code, out, _ = _cli(capfd, "problem", "top_k_sampling", "--launch-spec", "--server", live_server.url)
     assert code == 0 and out.startswith("// top_k_sampling: a starting point")
     assert 'extern "C" __global__ void top_k_sampling_kernel(' in out and "unsigned K" in out
-    code, out, _ = _cli(capfd, "problem", "top_k_sampling", "--launch-spec", "ptx", "--server", live_server.url)
+    code, out, _ = _cli(
+        capfd, "problem", "top_k_sampling", "--launch-spec", "ptx", "--server", live_server.url
+    )
     assert code == 0 and ".visible .entry top_k_sampling_kernel(" in out
     code, out, _ = _cli(capfd, "problem", "attention_fwd", "--abi", "--server", live_server.url)
     assert code == 0 and "features track on sm_90a: wgmma, tma" in out and "constant softmax_scale" in out

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from evaluator.ptx.toolchain import find_tool
-from leaderboard.rankings import ranking_rows
+from leaderboard.ranking_maintenance import ranking_rows
 from tests.leaderboard.test_ptx_uploads import evaluate, ranked_report, site, submit, upload_evidence
 
 pytestmark = pytest.mark.skipif(find_tool("nvcc") is None or find_tool("ptxas") is None,
@@ -42,7 +42,10 @@ def test_a_kernel_without_the_required_family_ranks_on_the_main_track_only_with_
 
     page = client.get(f"/submissions/{plain.pk}/").content.decode()
     assert "not on the required-features ranking" in page
-    assert "missing wgmma (no HGMMA/QGMMA/IGMMA in the SASS) and tma (no UTMALDG/UTMASTG/UTMAREDG in the SASS)" in page
+    assert (
+        "missing wgmma (no HGMMA/QGMMA/IGMMA in the SASS) and tma (no UTMALDG/UTMASTG/UTMAREDG in the SASS)"
+        in page
+    )
     assert "found HMMA" in page
     page = client.get(f"/submissions/{hopper.pk}/").content.decode()
     assert "uses the required features (wgmma, tma): on the required-features ranking" in page

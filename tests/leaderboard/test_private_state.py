@@ -64,7 +64,12 @@ def test_solboard_dev_tightens_what_an_older_checkout_left_readable(tmp_path: Pa
     var = tmp_path / "var"
     (var / "staticfiles").mkdir(parents=True)
     var.chmod(0o755)
-    leftovers = [var / "db.sqlite3", var / "broker.sqlite3-wal", var / "runner-credential", var / "staticfiles" / "a.css"]
+    leftovers = [
+        var / "db.sqlite3",
+        var / "broker.sqlite3-wal",
+        var / "runner-credential",
+        var / "staticfiles" / "a.css",
+    ]
     for path in leftovers:
         path.write_text("x")
         path.chmod(0o644)

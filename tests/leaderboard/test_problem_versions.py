@@ -19,7 +19,7 @@ from rest_framework.test import APIClient
 
 from evaluator.problems import load_catalogue
 from leaderboard.models import Evaluation, GpuType, Problem, RankingEntry
-from leaderboard.rankings import ranked_versions, ranking_rows
+from leaderboard.ranking_maintenance import ranked_versions, ranking_rows
 from leaderboard.submissions import create_submission
 from leaderboard.sync import sync_problems
 from tests.leaderboard.web_helpers import SOURCE, evaluate, gpu_report, ranked
@@ -54,7 +54,9 @@ def ranked_now(user: Any, speed: float) -> Evaluation:
     stored from a runner's report of that version."""
     submission = create_submission(user, NAME, "python", SOURCE, ["h200"], "ranked")
     evaluation = submission.evaluations.get()
-    report = gpu_report(NAME, "h200", speed).model_copy(update={"problem_version": submission.problem_version})
+    report = gpu_report(NAME, "h200", speed).model_copy(
+        update={"problem_version": submission.problem_version}
+    )
     outcome = evaluate(evaluation, report)
     assert outcome.startswith("stored"), outcome
     evaluation.refresh_from_db()
@@ -142,12 +144,16 @@ def test_the_home_page_leads_with_the_current_version_and_the_user_page_marks_an
     leaders = best_per_problem_and_gpu()
     problem, h200 = Problem.objects.get(name=NAME), GpuType.objects.get(key="h200")
     assert leaders[(problem.pk, h200.pk)].user.username == "bob"  # alice's higher v1 score is not compared
-    assert [(row.problem_version, row.rank) for row in best_ranks(alice)] == [(first, 1)]  # first of her version
+    assert [(row.problem_version, row.rank) for row in best_ranks(alice)] == [
+        (first, 1)
+    ]  # first of her version
     page = client.get("/users/alice/").content.decode()
     assert f"version={first}" in page and "an earlier version" in page
 
 
-def test_the_migration_files_every_existing_row_under_its_submissions_version(alice: Any, catalogue: None) -> None:
+def test_the_migration_files_every_existing_row_under_its_submissions_version(
+    alice: Any, catalogue: None
+) -> None:
     evaluation = ranked(alice, NAME, "h200", 1.5)
     RankingEntry.objects.filter(evaluation=evaluation).update(problem_version=99)
     migration = importlib.import_module("leaderboard.migrations.0007_rankingentry_problem_version")

@@ -1,6 +1,6 @@
 """The production profile's parts that need no running server: `check --deploy` clean with DEBUG
-off, JSON logs, and /metrics (`leaderboard/metrics.py`: queue depth per GPU type, jobs by outcome, witness rejections,
-runner heartbeats, request latency), kept from strangers. `.ci/run prod` runs the whole profile
+off, JSON logs, and /metrics (`leaderboard/metrics.py`: queue depth per GPU type, jobs by outcome, witness
+rejections, runner heartbeats, request latency), kept from strangers. `.ci/run prod` runs the whole profile
 (uvicorn, Celery, PostgreSQL, Redis) with an API smoke test and a locust load.
 
 The cast (tests/conftest.py): alice's evaluations fill the queue; a runner node has a heartbeat.
@@ -30,8 +30,15 @@ PRODUCTION = {"DEBUG": "false", "SECRET_KEY": "x" * 20 + "production-profile-tes
 def manage(*args: str, env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, **env, "SOLBOARD_VAR": str(tmp_path), "PYTHONPATH": str(REPO)}
     environment.pop("DATABASE_URL", None)
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=REPO, env=environment, capture_output=True,
-                          text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=REPO,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_check_deploy_is_clean_with_debug_off(tmp_path: Path) -> None:
@@ -87,9 +94,16 @@ def test_metrics_say_queue_depth_outcomes_witness_rejections_heartbeats_and_late
     submission = Submission.objects.create(user=alice, problem=problems["vector_add"], problem_version=1,
                                            language="python", source="pass\n")
     for run in (1, 2, 3):
-        Evaluation.objects.create(submission=submission, gpu_type=gpu_types["h100"], mode="ranked", run_number=run)
-    Evaluation.objects.create(submission=submission, gpu_type=gpu_types["cpu"], mode="test", status="rejected",
-                              message="timing not confirmed by the witness")
+        Evaluation.objects.create(
+            submission=submission, gpu_type=gpu_types["h100"], mode="ranked", run_number=run
+        )
+    Evaluation.objects.create(
+        submission=submission,
+        gpu_type=gpu_types["cpu"],
+        mode="test",
+        status="rejected",
+        message="timing not confirmed by the witness",
+    )
     Evaluation.objects.create(submission=submission, gpu_type=gpu_types["cpu"], mode="test", status="failed",
                               run_number=2)
     RunnerNode.objects.create(name="node-a:0", gpu_type=gpu_types["h100"],
@@ -99,7 +113,9 @@ def test_metrics_say_queue_depth_outcomes_witness_rejections_heartbeats_and_late
     assert sample(text, "solboard_queue_depth", gpu_type="h100") == 3
     assert sample(text, "solboard_evaluations", gpu_type="cpu", status="failed") == 1
     assert sample(text, "solboard_witness_rejections") == 1
-    assert 41 <= sample(text, "solboard_runner_heartbeat_age_seconds", runner="node-a:0", gpu_type="h100") < 60
+    assert (
+        41 <= sample(text, "solboard_runner_heartbeat_age_seconds", runner="node-a:0", gpu_type="h100") < 60
+    )
     assert sample(text, "solboard_http_request_duration_seconds_count", method="GET", route="/api/problems",
                   status="2xx") >= 1
 

@@ -18,7 +18,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from evaluator import HARNESS_VERSION
-from evaluator.gpus import get_gpu_spec
+from evaluator.gpu_specs import get_gpu_spec
 from evaluator.problems import get_problem
 from evaluator.ptx import jailed
 from evaluator.ptx.toolchain import find_tool
@@ -35,7 +35,7 @@ from evaluator.scoring import sol_figures
 from evaluator.sol import t_sol
 from leaderboard import dispatch
 from leaderboard.models import Evaluation, Submission
-from leaderboard.rankings import ranking_rows
+from leaderboard.ranking_maintenance import ranking_rows
 from leaderboard.submissions import create_submission, source_from_upload
 from solboard_common.protocol import JobResult, gpu_queue
 from tests.runner_helpers import messages_on
@@ -51,7 +51,9 @@ SPEC = """
 entry = "vector_add_v4"
 grid = ["cdiv(N, 1024)", 1, 1]
 block = [256, 1, 1]
-params = [ {kind="ptr", tensor="a"}, {kind="ptr", tensor="b"}, {kind="ptr", tensor="c"}, {kind="u64", axis="N"} ]
+params = [
+    {kind="ptr", tensor="a"}, {kind="ptr", tensor="b"}, {kind="ptr", tensor="c"}, {kind="u64", axis="N"},
+]
 """
 
 
@@ -83,7 +85,11 @@ def test_a_valid_ptx_upload_is_saved_with_its_evidence_and_queued(alice: Any, si
     [arch] = submission.static_evidence["archs"]  # H100 and H200 share one target
     found = submission.static_evidence["archs"][arch]
     kernel = found["kernels"][0]
-    assert arch == "sm_90a" and found["entry"] == "vector_add_v4" and "ptxas" in submission.static_evidence["tools"]
+    assert (
+        arch == "sm_90a"
+        and found["entry"] == "vector_add_v4"
+        and "ptxas" in submission.static_evidence["tools"]
+    )
     assert kernel["registers"] > 0 and kernel["spill_store_bytes"] == 0
     assert found["evidence"]["missing"] == [] and found["evidence"]["registers"] == kernel["registers"]
     submission.refresh_from_db()  # stored, not only held on the instance
@@ -114,13 +120,18 @@ def test_it_refuses_ptx_for_the_cpu_development_device_naming_it(alice: Any, sit
     assert "cpu (CPU development device) has no GPU architecture and cannot run PTX submissions" in message
 
 
-def test_a_separately_given_launch_spec_is_used_and_sent_with_the_job(alice: Any, site: Any, broker: str) -> None:
+def test_a_separately_given_launch_spec_is_used_and_sent_with_the_job(
+    alice: Any, site: Any, broker: str
+) -> None:
     bare = "\n".join(line for line in VADD.splitlines() if not line.startswith("//"))
     assert "solboard-launch" not in bare
     assert "no launch spec" in refusal(site, broker, alice, bare, ["h100"])
     with site():
         submission = submit(alice, bare, ["h100"], launch_spec=SPEC)
-    assert submission.launch_spec == SPEC and submission.static_evidence["archs"]["sm_90a"]["entry"] == "vector_add_v4"
+    assert (
+        submission.launch_spec == SPEC
+        and submission.static_evidence["archs"]["sm_90a"]["entry"] == "vector_add_v4"
+    )
     [job] = messages_on(broker, gpu_queue("h100"))
     assert job["launch_spec"] == SPEC
 
@@ -141,9 +152,20 @@ def test_a_cuda_upload_is_compiled_by_nvcc_and_its_errors_refused_with_line_numb
 
 
 def _timing(median_us: float) -> TimingStats:
-    return TimingStats(method="cupti", median_us=median_us, mean_us=median_us, min_us=median_us, max_us=median_us,
-                       std_us=0.0, n=100, ci95_low_us=median_us, ci95_high_us=median_us, ci95_half_width_rel=0.0,
-                       converged=True, ranked_source="device_span")
+    return TimingStats(
+        method="cupti",
+        median_us=median_us,
+        mean_us=median_us,
+        min_us=median_us,
+        max_us=median_us,
+        std_us=0.0,
+        n=100,
+        ci95_low_us=median_us,
+        ci95_high_us=median_us,
+        ci95_half_width_rel=0.0,
+        converged=True,
+        ranked_source="device_span",
+    )
 
 
 def _shape(problem: Any, shape: Any, gpu: str, score: float) -> ShapeReport:
@@ -155,11 +177,21 @@ def _shape(problem: Any, shape: Any, gpu: str, score: float) -> ShapeReport:
     sol = sol_figures(counts, get_gpu_spec(gpu), kernel_us * 1e-6, baseline_us * 1e-6)
     witness = Witness(source="ncu", median_us=kernel_us, n=3, kernels_per_call=1, floor_us=0.9 * kernel_us,
                       confirmed=True)
-    return ShapeReport(shape_id=shape.shape_id, axes=dict(shape.axes), ranked=shape.ranked, status=Status.PASSED,
-                       timing=_timing(kernel_us), baseline_timing=_timing(baseline_us), sol=sol, witness=witness)
+    return ShapeReport(
+        shape_id=shape.shape_id,
+        axes=dict(shape.axes),
+        ranked=shape.ranked,
+        status=Status.PASSED,
+        timing=_timing(kernel_us),
+        baseline_timing=_timing(baseline_us),
+        sol=sol,
+        witness=witness,
+    )
 
 
-def ranked_report(submission: Submission, gpu: str, evidence: FeatureEvidence | None, score: float) -> EvaluationReport:
+def ranked_report(
+    submission: Submission, gpu: str, evidence: FeatureEvidence | None, score: float
+) -> EvaluationReport:
     """A passed, witnessed, rank-eligible report as a runner would send it: every shape scores
     ``score``, so the problem score the site recomputes is ``score``."""
     problem = get_problem(submission.problem.name)
@@ -224,9 +256,17 @@ def test_where_nothing_is_required_the_filter_keeps_results_without_evidence(
 ) -> None:
     with site():  # the hand-over to the broker runs on commit
         ptx = submit(alice, VADD, ["h100"], mode="ranked")
-        python = submit(bob, (REPO / "examples/python/vector_add.py").read_text(), ["h100"], language="python",
-                        mode="ranked")
-    assert evaluate(site, ptx, ranked_report(ptx, "h100", upload_evidence(ptx, "sm_90a"), 0.7)).features_met is None
+        python = submit(
+            bob,
+            (REPO / "examples/python/vector_add.py").read_text(),
+            ["h100"],
+            language="python",
+            mode="ranked",
+        )
+    assert (
+        evaluate(site, ptx, ranked_report(ptx, "h100", upload_evidence(ptx, "sm_90a"), 0.7)).features_met
+        is None
+    )
     assert evaluate(site, python, ranked_report(python, "h100", None, 0.6)).features_met is None
     rows = ranking_rows(problems["vector_add"], gpu_types["h100"], require_features=True)
     assert [row.user.username for row in rows] == ["alice", "bob"]
@@ -271,7 +311,9 @@ def test_an_uploaded_file_that_is_not_utf8_is_a_validation_error() -> None:
     assert source_from_upload("é".encode()) == "é"
     with pytest.raises(ValidationError) as refused:
         source_from_upload(b"ok\n\xc3(")
-    assert refused.value.message_dict == {"source": ["the source is not UTF-8 text: byte 0xc3 at byte offset 3"]}
+    assert refused.value.message_dict == {
+        "source": ["the source is not UTF-8 text: byte 0xc3 at byte offset 3"]
+    }
 
 
 @pytest.mark.skipif(find_tool("nvcc") is None, reason="nvcc is not installed")
@@ -287,7 +329,9 @@ def test_a_cuda_upload_that_includes_a_host_file_is_refused_without_its_content(
     secret.write_text("private_host_content_4f1c\n")
     secret.chmod(0o644)
     try:
-        message = refusal(site, broker, alice, f'/**/#include "{secret}"\n' + VADD_CU, ["h100"], language="cuda")
+        message = refusal(
+            site, broker, alice, f'/**/#include "{secret}"\n' + VADD_CU, ["h100"], language="cuda"
+        )
     finally:
         shutil.rmtree(secret.parent)
     assert "private_host_content_4f1c" not in message

@@ -25,7 +25,7 @@ from leaderboard.models import (
     ShapeResult,
     Submission,
 )
-from leaderboard.rankings import features_filter, ranking_rows, refresh_rankings_for
+from leaderboard.ranking_maintenance import features_filter, ranking_rows, refresh_rankings_for
 
 pytestmark = pytest.mark.django_db
 
@@ -50,7 +50,9 @@ def finished(user: Any, problem: Problem, gpu: GpuType, score: float, *, mode: s
     """A submission evaluated to ``outcome`` with one ranked shape result, as a site worker stores it."""
     submission = Submission.objects.create(user=user, problem=problem, problem_version=problem.version,
                                            language="python", source=f"# {score} {median_us} {minutes_ago}\n")
-    Submission.objects.filter(pk=submission.pk).update(created_at=timezone.now() - timedelta(minutes=minutes_ago))
+    Submission.objects.filter(pk=submission.pk).update(
+        created_at=timezone.now() - timedelta(minutes=minutes_ago)
+    )
     evaluation = Evaluation.objects.create(submission=submission, gpu_type=gpu, mode=mode)
     evaluation.transition(EvaluationStatus.RUNNING)
     shape = ranked_shape(problem)
@@ -66,7 +68,9 @@ def scores(problem: Problem, gpu: GpuType) -> list[tuple[str, float]]:
     return [(row.user.username, row.score) for row in ranking_rows(problem, gpu)]
 
 
-def test_an_eligible_ranked_pass_enters_the_problem_ranking(alice: Any, problem: Problem, h100: GpuType) -> None:
+def test_an_eligible_ranked_pass_enters_the_problem_ranking(
+    alice: Any, problem: Problem, h100: GpuType
+) -> None:
     evaluation = finished(alice, problem, h100, 0.7)
     rows = ranking_rows(problem, h100)
     assert [(row.rank, row.user, row.evaluation_id) for row in rows] == [(1, alice, evaluation.pk)]
@@ -130,7 +134,9 @@ def test_the_cpu_development_device_has_its_own_ranking_and_never_enters_a_gpus(
             assert ranking_rows(problem, gpu) == []
 
 
-def test_per_shape_rankings_order_by_median_time(alice: Any, bob: Any, problem: Problem, h100: GpuType) -> None:
+def test_per_shape_rankings_order_by_median_time(
+    alice: Any, bob: Any, problem: Problem, h100: GpuType
+) -> None:
     shape = ranked_shape(problem)
     if shape is None:
         pytest.skip(f"{problem.name} has no ranked shape")
@@ -166,11 +172,13 @@ def gemm(problems: dict[str, Problem]) -> Problem:
     return problems["gemm_bf16"]
 
 
-def evaluations(problem: Problem, gpu: GpuType, shape: Shape | None = None, **kwargs: Any) -> list[tuple[str, int]]:
+def evaluations(
+    problem: Problem, gpu: GpuType, shape: Shape | None = None, **kwargs: Any
+) -> list[tuple[str, int]]:
     return [(row.user.username, row.evaluation_id) for row in ranking_rows(problem, gpu, shape, **kwargs)]
 
 
-def test_a_faster_result_without_the_features_leads_the_ranking_while_a_slower_one_with_them_is_the_filtered_row(
+def test_a_faster_result_without_the_features_leads_while_a_slower_one_with_them_is_the_filtered_row(
     alice: Any, bob: Any, gemm: Problem, h100: GpuType
 ) -> None:
     fast = finished(alice, gemm, h100, 0.9, median_us=20.0, features_met=False, minutes_ago=10)
@@ -227,7 +235,9 @@ def test_a_result_enters_the_features_track_only_when_it_meets_the_requirement(
     problem = problems[problem_name]
     evaluation = finished(alice, problem, h100, 0.8, features_met=features_met)
     assert evaluations(problem, h100) == [("alice", evaluation.pk)]
-    assert evaluations(problem, h100, require_features=True) == ([("alice", evaluation.pk)] if qualifies else [])
+    assert evaluations(problem, h100, require_features=True) == (
+        [("alice", evaluation.pk)] if qualifies else []
+    )
     assert Evaluation.objects.filter(features_filter(problem, h100), pk=evaluation.pk).exists() == qualifies
 
 
@@ -240,7 +250,9 @@ def test_the_migration_starts_the_features_track_from_the_rows_stored_before_it(
             finished(alice, problem, gpu, 0.8)
             finished(bob, problem, gpu, 0.6)
     tracked = RankingEntry.objects.filter(track="features")
-    built_by_refresh = set(tracked.values_list("problem__name", "gpu_type__key", "shape", "user", "evaluation"))
+    built_by_refresh = set(
+        tracked.values_list("problem__name", "gpu_type__key", "shape", "user", "evaluation")
+    )
     tracked.delete()
     migration = importlib.import_module("leaderboard.migrations.0002_ptx_evidence_and_features_met")
     migration.copy_rows_that_meet_the_features(apps, None)

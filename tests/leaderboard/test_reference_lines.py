@@ -45,9 +45,27 @@ def eager_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     folder = tmp_path_factory.mktemp("eager")
     source = folder / "eager.py"
     source.write_text(reference_specs(get_problem("vector_add"))[0].source)
-    out = subprocess.run([sys.executable, "-m", "evaluator", "run", "vector_add", str(source), "--device", "cpu",
-                          "--mode", "ranked", "--json"], capture_output=True, text=True, check=True, cwd=folder,
-                         env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=180)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evaluator",
+            "run",
+            "vector_add",
+            str(source),
+            "--device",
+            "cpu",
+            "--mode",
+            "ranked",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=folder,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=180,
+    )
     return json.loads(out.stdout)
 
 
@@ -63,7 +81,9 @@ def measure(site: Any, *args: str) -> str:
     return out.getvalue()
 
 
-def test_each_line_is_submitted_once_per_problem_version_and_a_gpu_only_one_is_not(site: Any, broker: str) -> None:
+def test_each_line_is_submitted_once_per_problem_version_and_a_gpu_only_one_is_not(
+    site: Any, broker: str
+) -> None:
     text = measure(site, "--gpu", "cpu", "--problem", "cross_entropy")
     lines = {line.label: line for line in ReferenceLine.objects.filter(problem__name="cross_entropy")}
     assert set(lines) == {"eager", "torch_compile", "liger"}
@@ -71,7 +91,9 @@ def test_each_line_is_submitted_once_per_problem_version_and_a_gpu_only_one_is_n
         submission = lines[label].submission
         assert submission is not None and submission.user.username == REFERENCE_USER and submission.public
         assert submission.language == "python" and "get_problem('cross_entropy')" in submission.source
-        assert lines[label].evaluation.mode == "ranked" and lines[label].source_path == "evaluator/references.py"
+        assert (
+            lines[label].evaluation.mode == "ranked" and lines[label].source_path == "evaluator/references.py"
+        )
     assert lines["liger"].submission is None and line_status(lines["liger"])[0] == "needs_gpu"
     assert lines["liger"].source_path == "evaluator/problems/cross_entropy/references/liger.py"
     assert "liger          needs a GPU runner" in text and "2 line(s) submitted" in text
@@ -90,7 +112,9 @@ def test_a_measured_line_is_never_ranked_and_shows_labelled_beside_the_ranking(
     assert stored.status == "passed" and stored.rank_eligible and stored.score is not None  # eligible, yet:
     assert not RankingEntry.objects.filter(user__username=REFERENCE_USER).exists()
     with site():
-        mine = create_submission(alice, "vector_add", "python", results.EXAMPLE, ["cpu"], "ranked").evaluations.get()
+        mine = create_submission(
+            alice, "vector_add", "python", results.EXAMPLE, ["cpu"], "ranked"
+        ).evaluations.get()
     deliver(mine, cpu_report, lambda execute: site())
     assert RankingEntry.objects.filter(user=alice, shape=None, track="all").count() == 1
 
@@ -98,7 +122,11 @@ def test_a_measured_line_is_never_ranked_and_shows_labelled_beside_the_ranking(
     rows = problem_board(problem, gpu).rows
     assert [row.rank for row in rows if row.kind == "ranked"] == [1]
     [reference] = [row for row in rows if row.kind == "reference"]
-    assert reference.label == "eager" and reference.rank is None and reference.score == pytest.approx(stored.score)
+    assert (
+        reference.label == "eager"
+        and reference.rank is None
+        and reference.score == pytest.approx(stored.score)
+    )
     for board in shape_boards(problem, gpu):
         assert [row.label for row in board.rows if row.kind == "reference"] == ["eager"]
 
@@ -111,7 +139,9 @@ def test_a_measured_line_is_never_ranked_and_shows_labelled_beside_the_ranking(
     one_shape = APIClient().get("/api/leaderboards/vector_add/cpu?shape=n4099").json()["references"][0]
     assert [item["shape"] for item in one_shape["shapes"]] == ["n4099"]
     every_gpu = APIClient().get("/api/problems/vector_add/references").json()
-    assert [item["label"] for item in every_gpu["gpu_types"]["cpu"]] == ["eager"] and every_gpu["gpu_types"]["h200"] == []
+    assert [item["label"] for item in every_gpu["gpu_types"]["cpu"]] == ["eager"] and every_gpu["gpu_types"][
+        "h200"
+    ] == []
 
     page = APIClient().get("/problems/vector_add/?gpu=cpu").content.decode()
     assert 'data-row="reference" data-label="eager"' in page and 'id="reference-lines"' in page
@@ -135,9 +165,12 @@ def test_a_line_whose_library_is_missing_on_the_runner_is_unavailable_and_can_be
     line.refresh_from_db()
     status, text = line_status(line)
     assert status == "unavailable" and "liger-kernel is not installed on the runner" in text
-    assert "unchanged (liger-kernel is not installed" in measure(site, "--gpu", "h200", "--problem", "cross_entropy",
-                                                              "--label", "liger")
-    assert "submitted" in measure(site, "--gpu", "h200", "--problem", "cross_entropy", "--label", "liger", "--again")
+    assert "unchanged (liger-kernel is not installed" in measure(
+        site, "--gpu", "h200", "--problem", "cross_entropy", "--label", "liger"
+    )
+    assert "submitted" in measure(
+        site, "--gpu", "h200", "--problem", "cross_entropy", "--label", "liger", "--again"
+    )
     line.refresh_from_db()
     assert line_status(line)[0] == "measuring" and ReferenceLine.objects.count() == 1
 
@@ -155,7 +188,9 @@ def test_the_leader_is_compared_with_each_line_by_its_times_on_the_shapes_both_m
     assert SectionLine(line, None).versus_leader == "" and time_ratio({}, line) is None
 
 
-def test_an_account_someone_signed_up_with_that_name_is_not_used_for_the_lines(site: Any, django_user_model: Any) -> None:
+def test_an_account_someone_signed_up_with_that_name_is_not_used_for_the_lines(
+    site: Any, django_user_model: Any
+) -> None:
     django_user_model.objects.create_user(username=REFERENCE_USER, password="a password of theirs")
     with pytest.raises(CommandError, match="exists and can log in"):
         measure(site, "--gpu", "cpu", "--problem", "vector_add")

@@ -68,8 +68,17 @@ def test_the_upload_form_marks_gpu_types_without_a_runner_and_warns_after_submit
     form = client.get("/submit/").content.decode()
     assert "NVIDIA H100" in form and "— no runner online" in form
     assert "(development, CPU) — no runner" not in form
-    response = client.post("/submit/", {"problem": "vector_add", "language": "python", "gpu_types": ["cpu", "h100"],
-                                        "source": submit_body()["source"], "mode": "test"}, follow=True)
+    response = client.post(
+        "/submit/",
+        {
+            "problem": "vector_add",
+            "language": "python",
+            "gpu_types": ["cpu", "h100"],
+            "source": submit_body()["source"],
+            "mode": "test",
+        },
+        follow=True,
+    )
     text = response.content.decode()
     assert response.redirect_chain and "No runner for h100 is online" in text
     assert "No runner for cpu" not in text

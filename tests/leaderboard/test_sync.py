@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from evaluator.gpus import load_gpu_specs
+from evaluator.gpu_specs import load_gpu_specs
 from evaluator.problems import load_catalogue
 from leaderboard.models import Evaluation, GpuType, Problem, Shape, ShapeResult, Submission
 from leaderboard.sync import sync_problems
@@ -55,7 +55,9 @@ def test_sync_problems_twice_in_a_row_changes_nothing_the_second_time() -> None:
     assert snapshot() == before
 
 
-def test_a_new_version_updates_the_problem_and_keeps_shapes_that_have_results(alice: Any, gpu_types: Any) -> None:
+def test_a_new_version_updates_the_problem_and_keeps_shapes_that_have_results(
+    alice: Any, gpu_types: Any
+) -> None:
     sync_problems()
     name, problem = next(iter(load_catalogue().items()))
     kept_shape = Shape.objects.get(problem__name=name, shape_id=problem.shapes[0].shape_id)
@@ -65,7 +67,9 @@ def test_a_new_version_updates_the_problem_and_keeps_shapes_that_have_results(al
     evaluation = Evaluation.objects.create(submission=submission, gpu_type=gpu_types["h100"], mode="test")
     ShapeResult.objects.create(evaluation=evaluation, shape=kept_shape, status="PASSED", correct=True)
     # v+1 drops the shape that has a result: it must stay, marked inactive.
-    newer = dataclasses.replace(problem, version=problem.version + 1, title="Renamed", shapes=problem.shapes[1:])
+    newer = dataclasses.replace(
+        problem, version=problem.version + 1, title="Renamed", shapes=problem.shapes[1:]
+    )
 
     report = sync_problems({name: newer})
 
@@ -82,7 +86,9 @@ def test_a_dropped_shape_without_results_is_deleted() -> None:
     name, problem = next(iter(load_catalogue().items()))
     if len(problem.shapes) < 2:
         pytest.skip("needs a problem with two shapes")
-    sync_problems({name: dataclasses.replace(problem, version=problem.version + 1, shapes=problem.shapes[1:])})
+    sync_problems(
+        {name: dataclasses.replace(problem, version=problem.version + 1, shapes=problem.shapes[1:])}
+    )
     assert not Shape.objects.filter(problem__name=name, shape_id=problem.shapes[0].shape_id).exists()
 
 

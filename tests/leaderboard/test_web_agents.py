@@ -28,13 +28,17 @@ def catalogue(problems: Any, gpu_types: Any) -> None:
     """The real problem catalogue and GPU table, synced."""
 
 
-def by_agent(evaluation: Any, name: str = "kernel-agent", model: str = "some-llm", version: str = "0.3") -> Any:
+def by_agent(
+    evaluation: Any, name: str = "kernel-agent", model: str = "some-llm", version: str = "0.3"
+) -> Any:
     SubmissionOrigin.objects.create(submission=evaluation.submission, agent_name=name, agent_model=model,
                                     agent_version=version)
     return evaluation
 
 
-def test_the_rankings_show_the_agent_beside_the_user(client: Client, alice: Any, bob: Any, catalogue: None) -> None:
+def test_the_rankings_show_the_agent_beside_the_user(
+    client: Client, alice: Any, bob: Any, catalogue: None
+) -> None:
     by_agent(ranked(alice, "vector_add", "h200", 1.4))
     ranked(bob, "vector_add", "h200", 1.2)
     page = client.get("/problems/vector_add/?gpu=h200").content.decode()

@@ -96,7 +96,9 @@ def test_a_pasted_python_kernel_is_saved_queued_and_shown(uploader: Client, alic
     submission = Submission.objects.get(user=alice)
     assert response.status_code == 302 and response.url == f"/submissions/{submission.pk}/"
     assert submission.source == VECTOR_ADD
-    assert list(submission.evaluations.values_list("gpu_type__key", "mode", "status")) == [("cpu", "ranked", "queued")]
+    assert list(submission.evaluations.values_list("gpu_type__key", "mode", "status")) == [
+        ("cpu", "ranked", "queued")
+    ]
 
 
 def test_an_uploaded_file_is_read_as_the_source(uploader: Client, alice: Any) -> None:
@@ -184,9 +186,14 @@ def test_a_body_larger_than_the_site_reads_is_a_413_that_states_the_source_limit
 def test_a_body_declared_over_the_cap_is_refused_unread(uploader: Client, settings: Any) -> None:
     settings.SOLBOARD_MAX_SOURCE_BYTES = 1000
     cap = settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 16 * 1000
-    response = uploader.post("/submit/", {**GOOD, "source_file": SimpleUploadedFile("big.py", b"#" * (cap + 1))})
+    response = uploader.post(
+        "/submit/", {**GOOD, "source_file": SimpleUploadedFile("big.py", b"#" * (cap + 1))}
+    )
     assert response.status_code == 413
-    assert "the request was" in response.content.decode() and "1000 bytes (0.9766 KiB)" in response.content.decode()
+    assert (
+        "the request was" in response.content.decode()
+        and "1000 bytes (0.9766 KiB)" in response.content.decode()
+    )
 
 
 def test_the_form_api_and_cli_share_one_default_mode_and_say_it(uploader: Client) -> None:
@@ -221,14 +228,17 @@ def test_every_form_on_the_pages_carries_the_csrf_token(uploader: Client) -> Non
             assert 'name="csrfmiddlewaretoken"' in form, (url, form[:200])
 
 
-def test_a_too_large_body_is_a_413_that_says_so_even_when_csrf_reads_it_first(alice: Any, problems: Any,
-                                                                             gpu_types: Any, settings: Any) -> None:
+def test_a_too_large_body_is_a_413_that_says_so_even_when_csrf_reads_it_first(
+    alice: Any, problems: Any, gpu_types: Any, settings: Any
+) -> None:
     client = Client(enforce_csrf_checks=True)
     client.force_login(alice)
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', client.get("/submit/").content.decode())
     assert token is not None
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 4096
-    response = client.post("/submit/", {**GOOD, "source": "#" * 10_000, "csrfmiddlewaretoken": token.group(1)})
+    response = client.post(
+        "/submit/", {**GOOD, "source": "#" * 10_000, "csrfmiddlewaretoken": token.group(1)}
+    )
     assert response.status_code == 413
     assert "The upload is too large" in response.content.decode()
     assert not Submission.objects.exists()

@@ -91,7 +91,9 @@ def test_the_integrity_log_and_the_report_say_it_was_withdrawn_when_and_why(
     assert "withdrawn from the rankings by an operator on" in report and "appeal with a re-run" in report
     assert "data-withdrawn-by" not in report  # the operator's name: staff only
     client.force_login(operator)
-    assert "Withdrawn by operator." in client.get(f"/submissions/{evaluation.submission_id}/").content.decode()
+    assert (
+        "Withdrawn by operator." in client.get(f"/submissions/{evaluation.submission_id}/").content.decode()
+    )
 
 
 def test_only_a_passed_ranked_result_can_be_withdrawn_once_and_with_a_note(
@@ -127,7 +129,9 @@ def test_the_owners_re_run_is_the_appeal_and_ranks_again_when_it_passes(
     assert RankingEntry.objects.get(user=alice, shape__isnull=True, track="all").evaluation_id == appeal.pk
 
 
-def test_the_api_says_a_withdrawn_result_is_not_ranked_and_why(operator: Any, alice: Any, catalogue: None) -> None:
+def test_the_api_says_a_withdrawn_result_is_not_ranked_and_why(
+    operator: Any, alice: Any, catalogue: None
+) -> None:
     from leaderboard.api.presenters import not_ranked_reason
 
     evaluation = ranked(alice, "vector_add", "h200", 1.5)
@@ -135,4 +139,6 @@ def test_the_api_says_a_withdrawn_result_is_not_ranked_and_why(operator: Any, al
     withdraw(evaluation.pk, operator, "suspected replay")
     evaluation.refresh_from_db()
     reason = not_ranked_reason(evaluation)
-    assert reason is not None and "withdrawn" in reason and "suspected replay" in reason and "re-run" in reason
+    assert (
+        reason is not None and "withdrawn" in reason and "suspected replay" in reason and "re-run" in reason
+    )

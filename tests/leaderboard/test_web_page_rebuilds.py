@@ -53,7 +53,9 @@ def shared(settings: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """A shared page cache (as with Redis), a fake broker, and the rebuilds the web process would
     have done itself, recorded (a thread of its own cannot see a test's uncommitted rows)."""
     settings.SOLBOARD_WEB_CACHE_SECONDS = 60
-    settings.SOLBOARD_CACHE_URL = "redis://cache.invalid:6379/2"  # only the switch: the test cache stays local
+    settings.SOLBOARD_CACHE_URL = (
+        "redis://cache.invalid:6379/2"  # only the switch: the test cache stays local
+    )
     cache.clear()
     celery = FakeCelery()
     built_here: list[tuple[pagecache.Plan, str]] = []
@@ -94,20 +96,32 @@ def test_a_result_makes_its_own_problem_pages_and_the_home_page_out_of_date_not_
     assert sorted(asked) == ["/", "/problems/vector_add/"]
 
 
-def test_with_a_shared_cache_the_site_worker_rebuilds_the_page(client: Client, alice: Any, bob: Any,
-                                                                catalogue: None, shared: dict[str, Any],
-                                                                django_capture_on_commit_callbacks: Any) -> None:
+def test_with_a_shared_cache_the_site_worker_rebuilds_the_page(
+    client: Client,
+    alice: Any,
+    bob: Any,
+    catalogue: None,
+    shared: dict[str, Any],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
     ranked(alice, "vector_add", "h200", 1.2)
     client.get("/problems/vector_add/?gpu=h200")
     with django_capture_on_commit_callbacks(execute=True):
         ranked(bob, "vector_add", "h200", 1.5)
     stale = stale_visit(client, "/problems/vector_add/?gpu=h200")
-    assert ranked_users(stale.content.decode()) == ["alice"]  # the old copy while the worker builds the new one
+    assert ranked_users(stale.content.decode()) == [
+        "alice"
+    ]  # the old copy while the worker builds the new one
     again = stale_visit(client, "/problems/vector_add/?gpu=h200")
     assert ranked_users(again.content.decode()) == ["alice"]
     [(task, [message])] = shared["celery"].sent  # asked once, however many visitors
     assert task == "leaderboard.rebuild_page" and shared["built_here"] == []
-    assert message == {"scheme": "http", "host": "testserver", "path": "/problems/vector_add/", "query": "gpu=h200"}
+    assert message == {
+        "scheme": "http",
+        "host": "testserver",
+        "path": "/problems/vector_add/",
+        "query": "gpu=h200",
+    }
     assert rebuild_page(message) == "rebuilt"  # as the site worker runs it
     fresh = client.get("/problems/vector_add/?gpu=h200")
     assert fresh["Age"] == "0" and ranked_users(fresh.content.decode()) == ["bob", "alice"]
@@ -116,17 +130,27 @@ def test_with_a_shared_cache_the_site_worker_rebuilds_the_page(client: Client, a
     assert rebuild_page(message) == "fresh already"  # a second request for the same page costs nothing
 
 
-@pytest.mark.parametrize("message", [
-    {"scheme": "http", "host": "testserver", "path": "/users/alice/", "query": ""},  # not a cached page
-    {"scheme": "http", "host": "evil.example", "path": "/", "query": ""},  # not an allowed host
-    {"scheme": "http", "host": "testserver", "path": "/problems/vector_add/", "query": "gpu=h200&utm=x"},
-    {"scheme": "http", "host": "testserver", "path": "/", "query": "", "HTTP_COOKIE": "sessionid=stolen"},
-    {"scheme": "http", "host": "testserver", "path": "/", "query": "", "key": "django.contrib.sessions.cache1"},
-    {"scheme": "gopher", "host": "testserver", "path": "/", "query": ""},
-    ["http", "testserver", "/", ""],
-])
-def test_the_worker_refuses_a_message_that_names_no_anonymous_page(message: Any, catalogue: None,
-                                                                    shared: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"scheme": "http", "host": "testserver", "path": "/users/alice/", "query": ""},  # not a cached page
+        {"scheme": "http", "host": "evil.example", "path": "/", "query": ""},  # not an allowed host
+        {"scheme": "http", "host": "testserver", "path": "/problems/vector_add/", "query": "gpu=h200&utm=x"},
+        {"scheme": "http", "host": "testserver", "path": "/", "query": "", "HTTP_COOKIE": "sessionid=stolen"},
+        {
+            "scheme": "http",
+            "host": "testserver",
+            "path": "/",
+            "query": "",
+            "key": "django.contrib.sessions.cache1",
+        },
+        {"scheme": "gopher", "host": "testserver", "path": "/", "query": ""},
+        ["http", "testserver", "/", ""],
+    ],
+)
+def test_the_worker_refuses_a_message_that_names_no_anonymous_page(
+    message: Any, catalogue: None, shared: dict[str, Any]
+) -> None:
     assert rebuild_page(message) == "refused"
     assert not [key for key in cache._cache if "web:page" in key]  # type: ignore[attr-defined]
 
@@ -163,8 +187,9 @@ def test_without_a_shared_cache_the_web_process_rebuilds_it(client: Client, cata
     assert shared["celery"].sent == [] and [plan.key for plan, _ in shared["built_here"]] == [key]
 
 
-def test_every_request_of_the_asgi_front_uses_the_process_cache_object(client: Client, catalogue: None,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_request_of_the_asgi_front_uses_the_process_cache_object(
+    client: Client, catalogue: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     built = client.get("/problems/vector_add/?gpu=h200")
     made: list[str] = []
     real = caches.create_connection

@@ -53,10 +53,18 @@ def test_an_anonymous_page_is_served_from_the_cache_with_its_age(client: Client,
     assert second["X-Frame-Options"] == first["X-Frame-Options"] == "DENY"
 
 
-def test_a_new_result_makes_the_page_out_of_date_at_once(client: Client, alice: Any, bob: Any, catalogue: None,
-                                                         handed: list[Any], settings: Any,
-                                                         django_capture_on_commit_callbacks: Any) -> None:
-    settings.SOLBOARD_CACHE_URL = "redis://cache.invalid:6379/2"  # production's switch; the test cache stays local
+def test_a_new_result_makes_the_page_out_of_date_at_once(
+    client: Client,
+    alice: Any,
+    bob: Any,
+    catalogue: None,
+    handed: list[Any],
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    settings.SOLBOARD_CACHE_URL = (
+        "redis://cache.invalid:6379/2"  # production's switch; the test cache stays local
+    )
     ranked(alice, "vector_add", "h200", 1.2)
     assert ranked_users(client.get("/problems/vector_add/?gpu=h200").content.decode()) == ["alice"]
     with django_capture_on_commit_callbacks(execute=True):
@@ -68,9 +76,14 @@ def test_a_new_result_makes_the_page_out_of_date_at_once(client: Client, alice: 
     assert ranked_users(client.get("/problems/vector_add/?gpu=h200").content.decode()) == ["bob", "alice"]
 
 
-def test_in_development_the_visit_after_a_new_result_shows_it(client: Client, alice: Any, bob: Any,
-                                                               catalogue: None, handed: list[Any],
-                                                               django_capture_on_commit_callbacks: Any) -> None:
+def test_in_development_the_visit_after_a_new_result_shows_it(
+    client: Client,
+    alice: Any,
+    bob: Any,
+    catalogue: None,
+    handed: list[Any],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
     ranked(alice, "vector_add", "h200", 1.2)
     assert ranked_users(client.get("/problems/vector_add/?gpu=h200").content.decode()) == ["alice"]
     with django_capture_on_commit_callbacks(execute=True):

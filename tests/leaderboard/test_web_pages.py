@@ -67,7 +67,9 @@ def test_a_result_no_witness_confirmed_is_shown_as_provisional_and_not_ranked(
     assert 'data-user="bob"' in provisional[: provisional.index("</table>")]
 
 
-def test_gpu_types_are_tabs_and_rankings_never_mix(client: Client, alice: Any, bob: Any, catalogue: None) -> None:
+def test_gpu_types_are_tabs_and_rankings_never_mix(
+    client: Client, alice: Any, bob: Any, catalogue: None
+) -> None:
     ranked(alice, "vector_add", "h200", 1.2)
     ranked(bob, "vector_add", "h100", 1.2)
     h100 = client.get("/problems/vector_add/?gpu=h100").content.decode()
@@ -107,7 +109,11 @@ def test_a_board_is_served_from_the_cache_for_the_interval_then_rebuilt(
     ranked(bob, "vector_add", "h200", 1.5)
     assert rows_of(client.get("/problems/vector_add/?gpu=h200").content.decode()) == ["alice", "baseline"]
     cache.clear()  # as the interval running out does
-    assert rows_of(client.get("/problems/vector_add/?gpu=h200").content.decode()) == ["bob", "alice", "baseline"]
+    assert rows_of(client.get("/problems/vector_add/?gpu=h200").content.decode()) == [
+        "bob",
+        "alice",
+        "baseline",
+    ]
 
 
 def test_the_shape_table_gives_t_sol_per_gpu_type(client: Client, catalogue: None) -> None:
@@ -135,8 +141,16 @@ def test_the_report_shows_each_shape_with_its_figures_and_a_roofline(
 def test_a_multi_gpu_report_shows_each_ranks_median_and_the_calibrated_link_fraction(
         client: Client, alice: Any, catalogue: None) -> None:
     # The runner's last heartbeat gave its x2 slot's measured bus bandwidth (two H200s: 331 GB/s).
-    RunnerNode.objects.update_or_create(name=RUNNER, defaults={"calibration": {
-        "ceilings.bf16_tensor_tflops": 760.0, "ceilings.nvlink_gbps_per_direction": 331.4, "link.world_size": 2}})
+    RunnerNode.objects.update_or_create(
+        name=RUNNER,
+        defaults={
+            "calibration": {
+                "ceilings.bf16_tensor_tflops": 760.0,
+                "ceilings.nvlink_gbps_per_direction": 331.4,
+                "link.world_size": 2,
+            }
+        },
+    )
     evaluation = ranked(alice, "allreduce", "h200", 1.25)
     page = client.get(f"/submissions/{evaluation.submission_id}/").content.decode()
     ranked_shapes = evaluation.shape_results.count()
@@ -146,7 +160,9 @@ def test_a_multi_gpu_report_shows_each_ranks_median_and_the_calibrated_link_frac
     medians = shape["timing"]["rank_median_us"]
     assert len(medians) == 2 and shape["sol"]["sol_fraction_attainable"] > shape["sol"]["sol_fraction"]
     # allreduce is link-bound: against 331.4 GB/s instead of the datasheet's 450, 450 / 331.4 x the fraction.
-    assert shape["sol"]["sol_fraction_attainable"] == pytest.approx(shape["sol"]["sol_fraction"] * 450 / 331.4)
+    assert shape["sol"]["sol_fraction_attainable"] == pytest.approx(
+        shape["sol"]["sol_fraction"] * 450 / 331.4
+    )
     # The score stays the datasheet's (t_SOL, not the calibrated bound).
     from evaluator.scoring import shape_score
 
@@ -163,7 +179,9 @@ def test_a_rejected_result_says_why_it_is_not_ranked(client: Client, alice: Any,
     evaluate(evaluation, report)
     page = client.get(f"/submissions/{evaluation.submission_id}/").content.decode()
     reason = page[page.index("data-not-ranked"):]
-    assert "rejected by an anti-cheat check (REJECTED): exploit class 1" in reason[:400]  # a visitor: fixed words
+    assert (
+        "rejected by an anti-cheat check (REJECTED): exploit class 1" in reason[:400]
+    )  # a visitor: fixed words
     client.force_login(alice)
     page = client.get(f"/submissions/{evaluation.submission_id}/").content.decode()
     reason = page[page.index("data-not-ranked"):]

@@ -54,7 +54,9 @@ def test_the_report_costs_the_same_for_one_gpu_type_as_for_three(client: Client,
     one = queries(client, f"/submissions/{single.submission_id}/")
     several = ranked(alice, "vector_add", "h100", 1.2)
     for key in ("h200", "b200"):
-        extra = type(several).objects.create(submission=several.submission, gpu_type=gpu_types[key], mode="ranked")
+        extra = type(several).objects.create(
+            submission=several.submission, gpu_type=gpu_types[key], mode="ranked"
+        )
         evaluate(extra, gpu_report("vector_add", key, 1.1))
     assert queries(client, f"/submissions/{several.submission_id}/") == one <= CEILING
 

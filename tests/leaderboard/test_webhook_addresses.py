@@ -32,10 +32,31 @@ from tests.leaderboard.api_support import alice_api, catalogue, client_for, fini
 pytestmark = pytest.mark.django_db
 __all__ = ["alice_api", "catalogue"]  # fixtures used by name
 
-REFUSED = ["127.0.0.1", "127.8.9.10", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1",
-           "0.0.0.0", "224.0.0.1", "255.255.255.255", "198.18.0.1", "::1", "::", "fe80::1", "fc00::1", "ff02::1",
-           "ff0e::1", "::ffff:127.0.0.1", "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe", "64:ff9b::7f00:1",
-           "2002:a9fe:a9fe::1", "2001:db8::1"]
+REFUSED = [
+    "127.0.0.1",
+    "127.8.9.10",
+    "10.1.2.3",
+    "172.16.0.1",
+    "192.168.1.1",
+    "169.254.169.254",
+    "100.64.0.1",
+    "0.0.0.0",
+    "224.0.0.1",
+    "255.255.255.255",
+    "198.18.0.1",
+    "::1",
+    "::",
+    "fe80::1",
+    "fc00::1",
+    "ff02::1",
+    "ff0e::1",
+    "::ffff:127.0.0.1",
+    "::ffff:169.254.169.254",
+    "64:ff9b::a9fe:a9fe",
+    "64:ff9b::7f00:1",
+    "2002:a9fe:a9fe::1",
+    "2001:db8::1",
+]
 PUBLIC = ["8.8.8.8", "2606:4700:4700::1111", "::ffff:8.8.8.8"]
 REAL_GETADDRINFO = socket.getaddrinfo
 
@@ -251,7 +272,9 @@ def test_tls_sends_the_host_name_and_checks_the_certificate_against_it(
     server.socket = tls.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     port = int(server.server_address[1])
-    monkeypatch.setattr(socket, "getaddrinfo", Resolver({"hooks.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]}))
+    monkeypatch.setattr(
+        socket, "getaddrinfo", Resolver({"hooks.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]})
+    )
     trusting = ssl.create_default_context(cafile=str(cert))
     try:
         right = check_url(f"https://hooks.test:{port}/hook", allow_private=True)
@@ -261,7 +284,9 @@ def test_tls_sends_the_host_name_and_checks_the_certificate_against_it(
         with pytest.raises(ssl.SSLCertVerificationError):
             post_pinned(wrong, b"{}", {}, 5.0, trusting)
         untrusted = Target("https", "hooks.test", port, "/hook", "127.0.0.1")
-        with pytest.raises(ssl.SSLCertVerificationError):  # the system's trust store: a self-signed cert fails
+        with pytest.raises(
+            ssl.SSLCertVerificationError
+        ):  # the system's trust store: a self-signed cert fails
             post_pinned(untrusted, b"{}", {}, 5.0)
     finally:
         server.shutdown()

@@ -34,7 +34,12 @@ BROKER_WITH_PASSWORD = "redis://:s3cret-broker-password@broker.example.org:6379/
 
 @pytest.fixture
 def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    for name in (CREDENTIAL_VARIABLE, CREDENTIAL_FILE_VARIABLE, "CELERY_BROKER_URL", "SOLBOARD_BROKER_URL_FILE"):
+    for name in (
+        CREDENTIAL_VARIABLE,
+        CREDENTIAL_FILE_VARIABLE,
+        "CELERY_BROKER_URL",
+        "SOLBOARD_BROKER_URL_FILE",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SOLBOARD_VAR", str(tmp_path / "var"))
     return tmp_path
@@ -93,9 +98,9 @@ def test_the_runner_refuses_a_malformed_heartbeat_period_at_start(clean_environm
     assert "SOLBOARD_HEARTBEAT_SECONDS='often' is not a number" in capsys.readouterr().err
 
 
-def test_the_node_reads_whether_it_keeps_warm_spares_once_at_start(clean_environment: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_node_reads_whether_it_keeps_warm_spares_once_at_start(
+    clean_environment: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv(CREDENTIAL_VARIABLE, local_credential("gpu-host-1").secret_string())
     arguments = cli.build_parser().parse_args(["--device", "cpu"])
     assert cli.build_config(arguments).warm_spares is True
@@ -114,8 +119,9 @@ def test_the_node_name_comes_from_the_credential_and_may_not_differ(clean_enviro
         cli.node_name("gpu-host-2", credential)
 
 
-def test_the_credential_is_found_in_the_environment_a_named_file_or_var(clean_environment: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_credential_is_found_in_the_environment_a_named_file_or_var(
+    clean_environment: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     in_var, in_file, in_env = local_credential("a"), local_credential("b"), local_credential("c")
     write_private_file(clean_environment / "var" / "runner-credential", in_var.secret_string())
     assert cli.resolve_credential(None) == in_var
@@ -157,7 +163,9 @@ def test_no_process_the_node_starts_gets_a_secret_on_its_argv(clean_environment:
     key = credential.secret_string().rsplit(":", 1)[1]
     for worker in workers:
         argv = " ".join(worker.argv)
-        assert key not in argv and "s3cret" not in argv and worker.argv[:3] == [worker.argv[0], "-m", "celery"]
+        assert (
+            key not in argv and "s3cret" not in argv and worker.argv[:3] == [worker.argv[0], "-m", "celery"]
+        )
         assert worker.env[CREDENTIAL_VARIABLE] == credential.secret_string()
         assert worker.env["CELERY_BROKER_URL"] == BROKER_WITH_PASSWORD
         assert CREDENTIAL_FILE_VARIABLE not in worker.env

@@ -26,9 +26,18 @@ FORGERIES = {
 
 
 def runner_job(source: str) -> Job:
-    return Job(job_id=f"forgery-{time.monotonic_ns()}", evaluation_id=1, problem="vector_add", problem_version=1,
-               language="python", source=source, source_sha256=hashlib.sha256(source.encode()).hexdigest(),
-               mode="ranked", seed=424242, gpu_type="cpu")
+    return Job(
+        job_id=f"forgery-{time.monotonic_ns()}",
+        evaluation_id=1,
+        problem="vector_add",
+        problem_version=1,
+        language="python",
+        source=source,
+        source_sha256=hashlib.sha256(source.encode()).hexdigest(),
+        mode="ranked",
+        seed=424242,
+        gpu_type="cpu",
+    )
 
 
 def run_in_runner(source: str, job_users: object) -> execute.JobResult:  # type: ignore[name-defined]
@@ -76,5 +85,7 @@ def test_a_log_swapped_for_a_fifo_does_not_block_the_judge() -> None:
 
 
 def test_the_judge_is_not_dumpable_so_a_child_cannot_read_its_memory() -> None:
-    report = evaluate_file("vector_add", Path(REPO / "examples" / "python" / "vector_add.py"), "--device", "cpu")
+    report = evaluate_file(
+        "vector_add", Path(REPO / "examples" / "python" / "vector_add.py"), "--device", "cpu"
+    )
     assert report["sandbox"]["judge_memory"].startswith("not dumpable")

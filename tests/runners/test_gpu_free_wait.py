@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runners import execute, gpus, jobflow
+from runners import execute, jobflow, nvml_probe
 from runners.slots import Slot, StateDir
 from solboard_common.protocol import gpu_queue
 
@@ -37,7 +37,7 @@ def test_a_process_that_leaves_nvmls_list_at_once_costs_milliseconds_not_a_secon
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     listed = iter([[4242], [4242], [4242]])
-    monkeypatch.setattr(gpus, "processes_on", lambda indices: next(listed, []))
+    monkeypatch.setattr(nvml_probe, "processes_on", lambda indices: next(listed, []))
     pauses = _record_pauses(monkeypatch)
     assert jobflow.wait_gpus_free(_context(tmp_path)) == []
     assert pauses == [0.02, 0.04, 0.08]
@@ -46,7 +46,7 @@ def test_a_process_that_leaves_nvmls_list_at_once_costs_milliseconds_not_a_secon
 def test_a_process_that_stays_is_reported_at_the_deadline_and_no_pause_runs_past_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(gpus, "processes_on", lambda indices: [4242])
+    monkeypatch.setattr(nvml_probe, "processes_on", lambda indices: [4242])
     pauses = _record_pauses(monkeypatch)
     began = time.monotonic()
     assert jobflow.wait_gpus_free(_context(tmp_path), wait_s=0.5) == [4242]

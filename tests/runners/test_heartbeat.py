@@ -11,8 +11,14 @@ from solboard_common.protocol import GpuInfo, Heartbeat, gpu_queue
 
 
 def gpu(index: int) -> GpuInfo:
-    return GpuInfo(index=index, uuid=f"GPU-{index}", name="NVIDIA H200", gpu_type="h200", memory_bytes=141 << 30,
-                   driver="580.1")
+    return GpuInfo(
+        index=index,
+        uuid=f"GPU-{index}",
+        name="NVIDIA H200",
+        gpu_type="h200",
+        memory_bytes=141 << 30,
+        driver="580.1",
+    )
 
 
 PAIR = Slot(key="gpu2-3", device="cuda", gpu_type="h200", gpu_indices=(2, 3), queue=gpu_queue("h200", 2))

@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (job user, namespaces)")
 ALL_NAMESPACES = {"net", "mount", "pid", "ipc"}
 NEEDS_NAMESPACES = pytest.mark.skipif(
-    not ALL_NAMESPACES <= sandbox.capabilities().namespaces, reason="this kernel refuses some namespaces")
+    not sandbox.capabilities().namespaces >= ALL_NAMESPACES, reason="this kernel refuses some namespaces")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -157,7 +157,9 @@ for folder in folders:
 
 @ROOT_ONLY
 @NEEDS_NAMESPACES
-def test_a_file_left_in_a_world_writable_folder_is_not_seen_by_the_next_job(folder: Path, user: object) -> None:
+def test_a_file_left_in_a_world_writable_folder_is_not_seen_by_the_next_job(
+    folder: Path, user: object
+) -> None:
     token = f"solboard-left-{os.urandom(4).hex()}"
     first = run(LEAVE_FILES.replace("{token}", token), folder, user)  # type: ignore[arg-type]
     second = run(LEAVE_FILES.replace("{token}", token), folder, user)  # type: ignore[arg-type]
@@ -192,7 +194,9 @@ def test_a_scratch_folder_under_tmp_still_gets_a_private_tmp(folder: Path, user:
 
 @ROOT_ONLY
 @NEEDS_NAMESPACES
-def test_a_project_under_tmp_stays_visible_read_only_behind_the_private_tmp(folder: Path, user: object) -> None:
+def test_a_project_under_tmp_stays_visible_read_only_behind_the_private_tmp(
+    folder: Path, user: object
+) -> None:
     """CI runs from a clean clone that may live under /tmp: the private /tmp must not hide it."""
     project = folder / "project"
     project.mkdir()
@@ -268,9 +272,12 @@ def test_a_user_namespace_the_job_makes_does_not_undo_the_jail(folder: Path, use
 
 
 @NEEDS_NAMESPACES
-@pytest.mark.parametrize("disabled", [frozenset(), frozenset({"pid"})], ids=["pid-namespace", "no-pid-namespace"])
+@pytest.mark.parametrize(
+    "disabled", [frozenset(), frozenset({"pid"})], ids=["pid-namespace", "no-pid-namespace"]
+)
 def test_no_process_or_zombie_is_left_when_the_job_is_killed_with_a_daemon(
-        folder: Path, user: object, disabled: frozenset[str]) -> None:
+    folder: Path, user: object, disabled: frozenset[str]
+) -> None:
     token = f"solboard-daemon-{os.urandom(4).hex()}"
     code = f"""
     import os, sys, time
@@ -311,8 +318,12 @@ except OSError as error:
 
 @ROOT_ONLY
 @NEEDS_NAMESPACES
-@pytest.mark.parametrize("disabled", [frozenset(), frozenset({"mount", "pid", "ipc"})], ids=["all", "net-only"])
-def test_the_reported_facts_match_what_the_job_observes(folder: Path, user: object, disabled: frozenset[str]) -> None:
+@pytest.mark.parametrize(
+    "disabled", [frozenset(), frozenset({"mount", "pid", "ipc"})], ids=["all", "net-only"]
+)
+def test_the_reported_facts_match_what_the_job_observes(
+    folder: Path, user: object, disabled: frozenset[str]
+) -> None:
     result = run(OBSERVE, folder, user, disabled=disabled)  # type: ignore[arg-type]
     seen = lines(result)
     isolated = not disabled
@@ -340,7 +351,8 @@ import json, sys, pathlib
 from runners import sandbox
 root = pathlib.Path(sys.argv[1])
 with sandbox.Scratch(root, None) as scratch:
-    code = "import os; print(len([p for p in os.listdir('/proc') if p.isdigit()]), os.path.exists('/tmp/' + {token!r}))"
+    code = ("import os; print(len([p for p in os.listdir('/proc') if p.isdigit()]), "
+            "os.path.exists('/tmp/' + {token!r}))")
     spec = sandbox.Spec(argv=[sys.executable, "-c", code], env={{"PATH": "/usr/bin:/bin"}},
                         limits=sandbox.Limits(wall_seconds=30))
     result = sandbox.run(spec, scratch.path)

@@ -49,7 +49,9 @@ def python(code: str) -> list[str]:
 
 @ROOT_ONLY
 @SECCOMP
-def test_a_key_left_in_a_keyring_by_one_job_is_not_read_by_the_next(folder: Path, user: sandbox.JobUser) -> None:
+def test_a_key_left_in_a_keyring_by_one_job_is_not_read_by_the_next(
+    folder: Path, user: sandbox.JobUser
+) -> None:
     """The same uid twice (a pair comes back once its block has gone round): on main the second job
     read the first one's key back from the user, user-session and persistent keyrings."""
     plant = [sys.executable, str(FIXTURES / "keyring_plant.py")]
@@ -84,7 +86,9 @@ print("socket", socket.socketpair()[0].fileno() > 0)
 
 
 @SECCOMP
-def test_the_seccomp_filter_refuses_what_no_kernel_needs_and_nothing_honest(folder: Path, user: object) -> None:
+def test_the_seccomp_filter_refuses_what_no_kernel_needs_and_nothing_honest(
+    folder: Path, user: object
+) -> None:
     result = jailed(python(SYSTEM_CALLS), folder, user)  # type: ignore[arg-type]
     assert result.returncode == 0, result.stderr
     seen = dict(line.split(" ", 1) for line in result.stdout.decode().splitlines())
@@ -174,21 +178,32 @@ def test_the_runners_watch_ends_a_job_for_what_it_did_and_says_why(folder: Path,
     the runner ends the job within about a second and the result says why, as its failure."""
     with sandbox.Scratch(folder / "scratch", user) as scratch:  # type: ignore[arg-type]
         flag = scratch.path / "too-much"
-        spec = sandbox.Spec(argv=python(f"open({str(flag)!r}, 'w'); import time; time.sleep(60)"),
-                            env={"PATH": "/usr/bin:/bin", "HOME": str(scratch.path)}, user=user,  # type: ignore[arg-type]
-                            limits=sandbox.Limits(wall_seconds=60),
-                            watch=lambda: "its processes held 9.0 GiB of GPU memory" if flag.exists() else None)
+        spec = sandbox.Spec(
+            argv=python(f"open({str(flag)!r}, 'w'); import time; time.sleep(60)"),
+            env={"PATH": "/usr/bin:/bin", "HOME": str(scratch.path)},
+            user=user,  # type: ignore[arg-type]
+            limits=sandbox.Limits(wall_seconds=60),
+            watch=lambda: "its processes held 9.0 GiB of GPU memory" if flag.exists() else None,
+        )
         result = sandbox.run(spec, scratch.path)
     assert result.ended_for == "its processes held 9.0 GiB of GPU memory" and not result.timed_out
     assert result.wall_seconds < 10
-    assert jobpolicy.job_failure(result) == "the job was ended by the runner: its processes held 9.0 GiB of GPU memory"
+    assert (
+        jobpolicy.job_failure(result)
+        == "the job was ended by the runner: its processes held 9.0 GiB of GPU memory"
+    )
 
 
 def test_the_gpu_memory_budget_is_the_jobs_or_a_share_of_the_gpus() -> None:
     slot = Slot(key="gpu0", device="cuda", gpu_type="h200", gpu_indices=(0,), queue="gpu.h200.x1")
     held = {"bytes": 7 << 30}
-    watch = jobpolicy.gpu_memory_watch(JobLimits(gpu_memory_bytes=8 << 30), slot, used=lambda _: held["bytes"])
+    watch = jobpolicy.gpu_memory_watch(
+        JobLimits(gpu_memory_bytes=8 << 30), slot, used=lambda _: held["bytes"]
+    )
     assert watch() is None
     held["bytes"] = 9 << 30
-    assert watch() == "its processes held 9.0 GiB of GPU memory, above the job's budget of 8.0 GiB; the job was ended"
+    assert (
+        watch()
+        == "its processes held 9.0 GiB of GPU memory, above the job's budget of 8.0 GiB; the job was ended"
+    )
     assert jobpolicy.gpu_memory_watch(JobLimits(), CPU_SLOT)() is None  # the CPU device has no GPU memory

@@ -17,8 +17,10 @@ from runners.jobclean import Scratch, cleanup
 
 SLEEPER = "import time; time.sleep(60)"
 #: A job that starts a helper in a new session (out of its process group) and sleeps.
-FORKS_OUT = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], "
-             "start_new_session=True); time.sleep(60)")
+FORKS_OUT = (
+    "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], "
+    "start_new_session=True); time.sleep(60)"
+)
 
 
 def alive(pid: int) -> bool:
@@ -34,7 +36,9 @@ def wait_for(condition: object, seconds: float = 5.0) -> bool:
     return False
 
 
-def test_the_scratch_folder_is_private_and_gone_after_the_job_with_read_only_leftovers(tmp_path: Path) -> None:
+def test_the_scratch_folder_is_private_and_gone_after_the_job_with_read_only_leftovers(
+    tmp_path: Path,
+) -> None:
     with Scratch(tmp_path / "jobs", None) as scratch:
         assert stat.S_IMODE(scratch.path.stat().st_mode) == 0o700 and (scratch.path / "tmp").is_dir()
         assert stat.S_IMODE((tmp_path / "jobs").stat().st_mode) == 0o711  # no job lists another's
@@ -77,6 +81,11 @@ def test_a_process_that_left_the_group_is_found_by_the_jobs_marker(tmp_path: Pat
 
 
 def test_cleanup_of_a_group_already_gone_finds_nothing_to_kill() -> None:
-    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpgrp())"], start_new_session=True,
-                              check=True, capture_output=True, text=True)
+    finished = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpgrp())"],
+        start_new_session=True,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     assert cleanup(int(finished.stdout), None, None) == 0

@@ -80,5 +80,8 @@ def test_the_runners_wall_limit_fits_the_mode() -> None:
     limits = JobLimits()
     test_job, ranked_job = make_job(1, mode="test", limits=limits), make_job(2, mode="ranked", limits=limits)
     overhead = jobpolicy.WALL_OVERHEAD_S
-    assert execute.limits_for(test_job, CPU_SLOT).wall_seconds == limits.compile_seconds + limits.test_seconds + overhead
+    assert (
+        execute.limits_for(test_job, CPU_SLOT).wall_seconds
+        == limits.compile_seconds + limits.test_seconds + overhead
+    )
     assert execute.limits_for(ranked_job, CPU_SLOT).wall_seconds == limits.total_seconds + overhead

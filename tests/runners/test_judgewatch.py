@@ -30,7 +30,9 @@ def facts_of(pid: int) -> dict[str, object]:
     return {"init_pid": os.getpid(), "job_pid": pid, "namespaces": ["mount", "net"]}
 
 
-def test_the_judge_is_the_job_pid_when_the_jail_shares_our_pid_namespace(judge: subprocess.Popen[bytes]) -> None:
+def test_the_judge_is_the_job_pid_when_the_jail_shares_our_pid_namespace(
+    judge: subprocess.Popen[bytes],
+) -> None:
     assert find_judge(facts_of(judge.pid)) == judge.pid
     assert find_judge({"init_pid": "1", "job_pid": judge.pid}) is None  # facts not (yet) written
     assert find_judge({}) is None

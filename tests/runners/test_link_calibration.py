@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evaluator.gpus import get_gpu_spec, with_ceilings
+from evaluator.gpu_specs import get_gpu_spec, with_ceilings
 from runners import calibration
 from runners.node import Node, NodeConfig
 from runners.slots import plan_slots
@@ -20,7 +20,9 @@ from solboard_common.protocol import GpuInfo
 
 def test_an_x2_slot_gets_the_single_gpu_ceilings_and_the_measured_link(tmp_path: Path) -> None:
     single = tmp_path / "h200-driver-580.json"
-    single.write_text(json.dumps({"device": "NVIDIA H200", "ceilings": {"bf16_tensor_tflops": 790.0, "hbm_tbps": 4.2}}))
+    single.write_text(
+        json.dumps({"device": "NVIDIA H200", "ceilings": {"bf16_tensor_tflops": 790.0, "hbm_tbps": 4.2}})
+    )
     path = calibration.calibrate_link(tmp_path, "h200", "580", (0, 1), single, device="cpu")
     assert path is not None and path.name == "h200-x2-driver-580.json"
     data = json.loads(path.read_text())
@@ -49,7 +51,9 @@ def test_the_link_is_measured_once_per_type_count_and_driver(tmp_path: Path, mon
     assert runs[0] == ["--world-size", "2", "--device", "cuda"]
 
 
-def test_a_failed_link_measurement_leaves_the_slot_the_single_gpu_file(tmp_path: Path, monkeypatch: Any) -> None:
+def test_a_failed_link_measurement_leaves_the_slot_the_single_gpu_file(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
     monkeypatch.setattr(calibration, "_run_calibrate", lambda extra, indices, what: None)
     assert calibration.calibrate_link(tmp_path, "h200", "580", (0, 1), None) is None
 
@@ -57,7 +61,9 @@ def test_a_failed_link_measurement_leaves_the_slot_the_single_gpu_file(tmp_path:
 def test_the_node_hands_each_slot_its_own_calibration(tmp_path: Path, monkeypatch: Any) -> None:
     gpus = [GpuInfo(index=i, uuid=f"GPU-{i}", name="NVIDIA H200", gpu_type="h200", memory_bytes=141 << 30,
                     driver="580") for i in range(2)]
-    monkeypatch.setattr(calibration, "calibrate", lambda folder, gpu_type, driver, index: tmp_path / "single.json")
+    monkeypatch.setattr(
+        calibration, "calibrate", lambda folder, gpu_type, driver, index: tmp_path / "single.json"
+    )
     monkeypatch.setattr(calibration, "calibrate_link",
                         lambda folder, gpu_type, driver, indices, single: tmp_path / f"x{len(indices)}.json")
     node = Node.__new__(Node)
@@ -66,4 +72,8 @@ def test_the_node_hands_each_slot_its_own_calibration(tmp_path: Path, monkeypatc
     node.state = type("State", (), {"root": tmp_path})()
     node.calibrations = node._calibrate()
     by_slot = {slot.key: node.calibration_of(slot) for slot in node.slots}
-    assert by_slot == {"gpu0": tmp_path / "single.json", "gpu1": tmp_path / "single.json", "x2": tmp_path / "x2.json"}
+    assert by_slot == {
+        "gpu0": tmp_path / "single.json",
+        "gpu1": tmp_path / "single.json",
+        "x2": tmp_path / "x2.json",
+    }

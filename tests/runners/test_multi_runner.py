@@ -57,5 +57,7 @@ def test_a_multi_gpu_job_runs_its_ranks_in_the_jail_on_the_cpu_device(uid_rotati
     assert report.status.value == "PASSED", report.message
     assert report.world_size == 2
     assert all(shape.timing and len(shape.timing.rank_median_us or []) == 2 for shape in report.shapes)
-    if uid_rotation is not None:  # as root: the jail's own network namespace, so the ranks talked over its loopback
+    if (
+        uid_rotation is not None
+    ):  # as root: the jail's own network namespace, so the ranks talked over its loopback
         assert report.sandbox["network"].startswith("namespace"), report.sandbox["network"]

@@ -26,12 +26,19 @@ def scratch_root(tmp_path: Path) -> Path:
     return tmp_path / "scratch"
 
 
-def run(code: str, root: Path, user: sandbox.JobUser | None, stdin: bytes = b"", **limits: object) -> sandbox.Result:
+def run(
+    code: str, root: Path, user: sandbox.JobUser | None, stdin: bytes = b"", **limits: object
+) -> sandbox.Result:
     with sandbox.Scratch(root, user) as scratch:
         env = {"PATH": "/usr/bin:/bin", "HOME": str(scratch.path), "LANG": "C.UTF-8",
                procs.MARKER_VARIABLE: "test-marker-" + os.urandom(4).hex()}
-        spec = sandbox.Spec(argv=[sys.executable, "-c", textwrap.dedent(code)], env=env, stdin=stdin, user=user,
-                            limits=sandbox.Limits(**{"wall_seconds": 30.0, **limits}))  # type: ignore[arg-type]
+        spec = sandbox.Spec(
+            argv=[sys.executable, "-c", textwrap.dedent(code)],
+            env=env,
+            stdin=stdin,
+            user=user,
+            limits=sandbox.Limits(**{"wall_seconds": 30.0, **limits}),
+        )  # type: ignore[arg-type]
         return sandbox.run(spec, scratch.path)
 
 
@@ -146,9 +153,13 @@ def test_the_wall_limit_kills_the_whole_process_group(scratch_root: Path, user: 
 def test_a_cancel_request_stops_the_job(scratch_root: Path, user: sandbox.JobUser | None) -> None:
     requested_at = time.monotonic() + 1.0
     with sandbox.Scratch(scratch_root, user) as scratch:
-        spec = sandbox.Spec(argv=[sys.executable, "-c", "import time; time.sleep(300)"], env={"PATH": "/usr/bin"},
-                            limits=sandbox.Limits(wall_seconds=60), user=user,
-                            cancel_requested=lambda: time.monotonic() > requested_at)
+        spec = sandbox.Spec(
+            argv=[sys.executable, "-c", "import time; time.sleep(300)"],
+            env={"PATH": "/usr/bin"},
+            limits=sandbox.Limits(wall_seconds=60),
+            user=user,
+            cancel_requested=lambda: time.monotonic() > requested_at,
+        )
         result = sandbox.run(spec, scratch.path)
     assert result.cancelled and not result.timed_out and result.wall_seconds < 10
 
@@ -222,7 +233,9 @@ def test_the_job_reads_a_copy_of_the_calibration_the_runner_keeps_root_only(uid_
     assert result.report is not None and result.report.status.value == "PASSED"
 
 
-def test_the_job_finds_the_cuda_tools_the_runner_sees(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_job_finds_the_cuda_tools_the_runner_sees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """ncu, ptxas, nvcc, cuobjdump and nvdisasm often live outside the system folders (a CUDA
     toolkit, a wheel's bin folder): the job's PATH names where the runner found them."""
     from runners import execute
@@ -240,7 +253,9 @@ def test_the_job_finds_the_cuda_tools_the_runner_sees(tmp_path: Path, monkeypatc
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(shutil.which("ncu") is None or shutil.which("nvidia-smi") is None, reason="needs a GPU and ncu")
+@pytest.mark.skipif(
+    shutil.which("ncu") is None or shutil.which("nvidia-smi") is None, reason="needs a GPU and ncu"
+)
 def test_a_ranked_gpu_job_in_the_sandbox_gets_its_ncu_profile(uid_rotation: object) -> None:
     """On the GPU, as the job user: the calibration copy, the CUDA tools on the PATH, the profile."""
     import hashlib
@@ -256,9 +271,19 @@ def test_a_ranked_gpu_job_in_the_sandbox_gets_its_ncu_profile(uid_rotation: obje
     cache.write_text('{"ceilings": {"hbm_tbps": 4.2, "bf16_tensor_tflops": 760.0}}')
     slot = Slot(key="gpu0", device="cuda", gpu_type="h200", gpu_indices=(0,), queue="gpu.h200.x1")
     ctx = execute.Context(node="test", slot=slot, state=state, users=uid_rotation, calibration=cache)  # type: ignore[arg-type]
-    job = Job(job_id="profile-1", evaluation_id=1, problem="vector_add", problem_version=1, language="python",
-              source=EXAMPLE_VECTOR_ADD, source_sha256=hashlib.sha256(EXAMPLE_VECTOR_ADD.encode()).hexdigest(),
-              mode="ranked", seed=987654321, shapes="quick", gpu_type="h200")
+    job = Job(
+        job_id="profile-1",
+        evaluation_id=1,
+        problem="vector_add",
+        problem_version=1,
+        language="python",
+        source=EXAMPLE_VECTOR_ADD,
+        source_sha256=hashlib.sha256(EXAMPLE_VECTOR_ADD.encode()).hexdigest(),
+        mode="ranked",
+        seed=987654321,
+        shapes="quick",
+        gpu_type="h200",
+    )
     try:
         result = execute.run(job, ctx, lambda: None)
     finally:

@@ -36,7 +36,9 @@ READY_WITHIN_S = 180.0
 def ctx(uid_rotation: Rotation | None) -> Iterator[execute.Context]:
     folder = traversable_folder()  # the job user must reach its scratch folder
     try:
-        yield execute.Context(node="test", slot=CPU_SLOT, state=StateDir(folder / "state"), users=uid_rotation)
+        yield execute.Context(
+            node="test", slot=CPU_SLOT, state=StateDir(folder / "state"), users=uid_rotation
+        )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -105,10 +107,13 @@ def test_each_job_gets_a_fresh_spare_and_a_used_one_never_serves_again(keeper: S
     second = ready_spare(keeper)
     assert second is not first and second.running.pid != first.running.pid
     assert second.scratch.path != first.scratch.path
-    used, result = run_job(keeper, ctx, make_job(2, source=(Path(__file__).parents[1] / "fixtures/good/wrong.py")
-                                                  .read_text()))
+    used, result = run_job(
+        keeper, ctx, make_job(2, source=(Path(__file__).parents[1] / "fixtures/good/wrong.py").read_text())
+    )
     assert used is second and result.report is not None
-    assert result.report.status.value == "INCORRECT_NUMERICAL" and result.report.sandbox["start"].startswith("a warm")
+    assert result.report.status.value == "INCORRECT_NUMERICAL" and result.report.sandbox["start"].startswith(
+        "a warm"
+    )
     assert keeper.started >= 2
 
 
@@ -148,7 +153,9 @@ def test_a_spare_whose_child_died_before_its_job_runs_nothing_and_the_job_runs_f
     assert gone(spare.running.pid)
 
 
-def test_a_job_whose_limits_differ_from_the_spares_runs_fresh(keeper: SpareKeeper, ctx: execute.Context) -> None:
+def test_a_job_whose_limits_differ_from_the_spares_runs_fresh(
+    keeper: SpareKeeper, ctx: execute.Context
+) -> None:
     spare = ready_spare(keeper)
     _, result = run_job(keeper, ctx, make_job(5, limits=JobLimits(processes=300)))
     assert result.report is not None and result.report.sandbox["start"].startswith("a fresh")
@@ -173,7 +180,9 @@ def test_a_spare_stages_while_a_job_holds_the_slots_gpus_and_warms_only_after(ct
         keeper.stop()
 
 
-def test_the_next_spare_stages_while_the_slot_is_busy_with_a_job_but_never_warms(ctx: execute.Context) -> None:
+def test_the_next_spare_stages_while_the_slot_is_busy_with_a_job_but_never_warms(
+    ctx: execute.Context,
+) -> None:
     keeper = SpareKeeper(ctx, spares=1, beside_jobs=True).start()  # as on a GPU
     try:
         staged_beside_a_job(keeper)
@@ -192,7 +201,11 @@ def staged_beside_a_job(keeper: SpareKeeper) -> None:
         following = keeper.spare()
         assert following is not None and following is not first and keeper.started == 2
         assert following.warm_sent_at is None and not following.ready  # busy: no word to warm up
-        assert following.user is None or first.user is None or set(following.user.uids).isdisjoint(first.user.uids)
+        assert (
+            following.user is None
+            or first.user is None
+            or set(following.user.uids).isdisjoint(first.user.uids)
+        )
     finally:
         spare.discard()
         keeper.release()
@@ -224,13 +237,17 @@ def test_a_job_that_takes_a_staged_spare_warms_it_under_its_own_locks(ctx: execu
         keeper.stop()
     assert used is not None and used.warmed_by_job, "the keeper warmed it first: the test proves nothing"
     assert result.outcome == "completed" and result.report is not None, result.message
-    assert result.report.status.value == "PASSED" and result.report.sandbox["start"].startswith("a warm spare")
+    assert result.report.status.value == "PASSED" and result.report.sandbox["start"].startswith(
+        "a warm spare"
+    )
     phases = result.report.phase_seconds
     assert phases["runner.spare_warmed_by_job"] == 1.0 and phases["runner.spare_warm"] > 0
     assert phases["spare.staged"] > 0 and phases["spare.device"] > 0 and "spare.child.warm_up.blas" in phases
 
 
-def test_the_ended_job_warms_the_next_spare_and_keeps_the_locks_until_it_is_ready(ctx: execute.Context) -> None:
+def test_the_ended_job_warms_the_next_spare_and_keeps_the_locks_until_it_is_ready(
+    ctx: execute.Context,
+) -> None:
     keeper = SpareKeeper(ctx, spares=2, beside_jobs=True)
     try:
         keeper.start()
@@ -253,7 +270,9 @@ def test_the_ended_job_warms_the_next_spare_and_keeps_the_locks_until_it_is_read
         keeper.stop()
 
 
-def test_a_job_stops_the_spare_another_slot_keeps_on_its_gpus(keeper: SpareKeeper, ctx: execute.Context) -> None:
+def test_a_job_stops_the_spare_another_slot_keeps_on_its_gpus(
+    keeper: SpareKeeper, ctx: execute.Context
+) -> None:
     spare = ready_spare(keeper)
     other = execute.Context(node="test", slot=Slot(key="x1", device="cpu", gpu_type="cpu", gpu_indices=(),
                                                    queue="gpu.cpu.x1"), state=ctx.state, users=ctx.users)

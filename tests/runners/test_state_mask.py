@@ -25,7 +25,9 @@ from runners import sandbox
 
 REPO = Path(__file__).resolve().parents[2]
 NEEDS_MOUNT_NAMESPACE = pytest.mark.skipif(
-    os.geteuid() != 0 or "mount" not in sandbox.capabilities().namespaces, reason="needs root and mount namespaces")
+    os.geteuid() != 0 or "mount" not in sandbox.capabilities().namespaces,
+    reason="needs root and mount namespaces",
+)
 
 LOOK = """
 import json, os, sys
@@ -56,9 +58,13 @@ def look(checkout: Path, scratch_root: Path, hide: list[Path], paths: list[str])
     """Run the look-around job jailed, as the runner runs a job; returns what it found."""
     with sandbox.Scratch(scratch_root, sandbox.JobUser("nobody", 65534, 65534)) as scratch:
         env = {"PATH": "/usr/bin:/bin", "HOME": str(scratch.path), "PYTHONPATH": str(checkout)}
-        spec = sandbox.Spec(argv=[sys.executable, "-c", textwrap.dedent(LOOK), *paths], env=env,
-                            user=sandbox.JobUser("nobody", 65534, 65534), limits=sandbox.Limits(wall_seconds=60),
-                            hide=tuple(hide))
+        spec = sandbox.Spec(
+            argv=[sys.executable, "-c", textwrap.dedent(LOOK), *paths],
+            env=env,
+            user=sandbox.JobUser("nobody", 65534, 65534),
+            limits=sandbox.Limits(wall_seconds=60),
+            hide=tuple(hide),
+        )
         result = sandbox.run(spec, scratch.path)
     assert result.returncode == 0, result.stderr
     assert not result.jail.get("hidden_unmasked"), result.jail
@@ -90,20 +96,28 @@ def elsewhere() -> Iterator[Path]:
 
 def state_paths(checkout: Path) -> list[str]:
     var = checkout / "var"
-    return [str(var / "runner"), str(var / "runner" / "node" / "slots" / "gpu0.json"), str(var / "db.sqlite3")]
+    return [
+        str(var / "runner"),
+        str(var / "runner" / "node" / "slots" / "gpu0.json"),
+        str(var / "db.sqlite3"),
+    ]
 
 
 @NEEDS_MOUNT_NAMESPACE
 def test_a_checkout_under_tmp_keeps_its_var_folder_hidden(under_tmp: Path) -> None:
     checkout = make_checkout(under_tmp)
-    found = look(checkout, checkout / "var" / "runner" / "node" / "scratch", [checkout / "var"], state_paths(checkout))
+    found = look(
+        checkout, checkout / "var" / "runner" / "node" / "scratch", [checkout / "var"], state_paths(checkout)
+    )
     assert_nothing_of_the_runner(found)
 
 
 @NEEDS_MOUNT_NAMESPACE
 def test_solboard_var_inside_a_checkout_elsewhere_is_hidden(elsewhere: Path) -> None:
     checkout = make_checkout(elsewhere)
-    found = look(checkout, checkout / "var" / "runner" / "node" / "scratch", [checkout / "var"], state_paths(checkout))
+    found = look(
+        checkout, checkout / "var" / "runner" / "node" / "scratch", [checkout / "var"], state_paths(checkout)
+    )
     assert_nothing_of_the_runner(found)
 
 
@@ -116,9 +130,17 @@ def test_a_state_folder_outside_the_checkout_is_hidden(under_tmp: Path, elsewher
     (state / "scratch" / "job-other").mkdir(parents=True)
     for folder in (elsewhere, state, state / "scratch"):
         os.chmod(folder, 0o755)
-    found = look(checkout, state / "scratch", [state, state / "scratch", checkout / "var"],
-                 [str(state / "outbox"), str(state / "outbox" / "result.json"), str(state / "scratch" / "job-other"),
-                  *state_paths(checkout)])
+    found = look(
+        checkout,
+        state / "scratch",
+        [state, state / "scratch", checkout / "var"],
+        [
+            str(state / "outbox"),
+            str(state / "outbox" / "result.json"),
+            str(state / "scratch" / "job-other"),
+            *state_paths(checkout),
+        ],
+    )
     assert_nothing_of_the_runner(found)
 
 
@@ -148,8 +170,24 @@ def test_a_checkout_reached_through_a_bind_mount_hides_its_var_folder_at_both_pa
     alias.mkdir()
     make_checkout(source)
     os.chmod(alias, 0o755)
-    out = subprocess.run(["unshare", "--mount", "--propagation", "private", sys.executable, "-c", BIND_AND_LOOK,
-                          str(REPO), str(source), str(alias)], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)
+    out = subprocess.run(
+        [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            sys.executable,
+            "-c",
+            BIND_AND_LOOK,
+            str(REPO),
+            str(source),
+            str(alias),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=False,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert_nothing_of_the_runner(json.loads(out.stdout.splitlines()[-1]))

@@ -33,7 +33,9 @@ def generate_inputs(
     return {"x": x.to(torch.bfloat16)}
 
 
-def rank_inputs(global_inputs: dict[str, torch.Tensor], axes: dict[str, int], rank: int) -> dict[str, torch.Tensor]:
+def rank_inputs(
+    global_inputs: dict[str, torch.Tensor], axes: dict[str, int], rank: int
+) -> dict[str, torch.Tensor]:
     return {"x": global_inputs["x"][rank].contiguous()}
 
 
@@ -42,7 +44,9 @@ def reference(global_inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> d
     return {"y": global_inputs["x"].double().sum(dim=0)}
 
 
-def rank_outputs(global_outputs: dict[str, torch.Tensor], axes: dict[str, int], rank: int) -> dict[str, torch.Tensor]:
+def rank_outputs(
+    global_outputs: dict[str, torch.Tensor], axes: dict[str, int], rank: int
+) -> dict[str, torch.Tensor]:
     return {"y": global_outputs["y"]}  # every rank holds the whole sum
 
 

@@ -85,7 +85,21 @@ def _cudnn_backward(
         seed = torch.empty((), dtype=torch.int64, device=q.device)
         offset = torch.empty((), dtype=torch.int64, device=q.device)
         return torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
-            dO, q, k, v, o, lse.unsqueeze(-1), seed, offset, None, None, None, q.shape[-2], k.shape[-2], 0.0, causal
+            dO,
+            q,
+            k,
+            v,
+            o,
+            lse.unsqueeze(-1),
+            seed,
+            offset,
+            None,
+            None,
+            None,
+            q.shape[-2],
+            k.shape[-2],
+            0.0,
+            causal,
         )
 
     return _attention.cudnn_or_none(q, causal, call)

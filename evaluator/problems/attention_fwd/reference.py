@@ -1,5 +1,5 @@
-"""attention_fwd inputs, reference (fp64, chunked) and baseline (SDPA's cuDNN backend via aten; FlashAttention-2
-where cuDNN refuses, and on the CPU)."""
+"""attention_fwd inputs, reference (fp64, chunked) and baseline (SDPA's cuDNN backend via aten;
+FlashAttention-2 where cuDNN refuses, and on the CPU)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def reference(inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> dict[str
 
 
 def baseline(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor, LSE: torch.Tensor, *, causal: int
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, LSE: torch.Tensor, *, causal: int
 ) -> None:
     """SDPA's cuDNN backend called directly with compute_log_sumexp, so that it also hands back the
     log-sum-exp (the public F.scaled_dot_product_attention returns O only; on Hopper it dispatches
@@ -28,27 +28,31 @@ def baseline(
     SDPA flash backend, version 1's baseline; on the CPU, the flash backend's CPU kernel."""
     result = cudnn_forward(q, k, v, bool(causal)) if q.device.type == "cuda" else None
     if result is None:
-        flash_baseline(q, k, v, O, LSE, causal=causal)
+        flash_baseline(q, k, v, o, LSE, causal=causal)
         return
-    O.copy_(result[0])
+    o.copy_(result[0])
     LSE.copy_(result[1].reshape(LSE.shape))
 
 
 def flash_baseline(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor, LSE: torch.Tensor, *, causal: int
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, LSE: torch.Tensor, *, causal: int
 ) -> None:
     """Version 1's baseline: the SDPA flash backend (FlashAttention-2; its CPU kernel on the CPU)."""
     if q.device.type == "cuda":
         result = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, bool(causal))
     else:
         result = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, bool(causal))
-    O.copy_(result[0])
+    o.copy_(result[0])
     LSE.copy_(result[1])
 
 
-def cudnn_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> tuple[torch.Tensor, ...] | None:
+def cudnn_forward(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool
+) -> tuple[torch.Tensor, ...] | None:
     """SDPA's cuDNN attention with its log-sum-exp (O, LSE as (B, H, S, 1), ...), or None where cuDNN
     refuses (benchmarks/multigpu_baseline_audit.py calls it per ring chunk too)."""
     return _attention.cudnn_or_none(
-        q, causal, lambda: torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, causal, False)
+        q,
+        causal,
+        lambda: torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, causal, False),
     )

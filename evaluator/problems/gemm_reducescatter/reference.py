@@ -22,7 +22,9 @@ def generate_inputs(
     return {"A": a.to(torch.bfloat16), "B": b.to(torch.bfloat16)}
 
 
-def rank_inputs(global_inputs: dict[str, torch.Tensor], axes: dict[str, int], rank: int) -> dict[str, torch.Tensor]:
+def rank_inputs(
+    global_inputs: dict[str, torch.Tensor], axes: dict[str, int], rank: int
+) -> dict[str, torch.Tensor]:
     """Rank r holds the K-columns r of A (the previous column-parallel layer's output) and of B."""
     w = world_size(axes)
     return {"A": block(global_inputs["A"], 1, rank, w), "B": block(global_inputs["B"], 1, rank, w)}
@@ -32,7 +34,9 @@ def reference(global_inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> d
     return {"C": global_inputs["A"].double() @ global_inputs["B"].double().t()}
 
 
-def rank_outputs(global_outputs: dict[str, torch.Tensor], axes: dict[str, int], rank: int) -> dict[str, torch.Tensor]:
+def rank_outputs(
+    global_outputs: dict[str, torch.Tensor], axes: dict[str, int], rank: int
+) -> dict[str, torch.Tensor]:
     return {"C": block(global_outputs["C"], 0, rank, world_size(axes))}  # its M/W rows
 
 

@@ -66,12 +66,16 @@ def baseline(q: torch.Tensor, kv: torch.Tensor, seq_lens: torch.Tensor, out: tor
     _attend(torch.bmm(q, kv.transpose(1, 2), out_dtype=torch.float32), q, kv, seq_lens, out)  # (B, H, S)
 
 
-def fp32_copies_baseline(q: torch.Tensor, kv: torch.Tensor, seq_lens: torch.Tensor, out: torch.Tensor) -> None:
+def fp32_copies_baseline(
+    q: torch.Tensor, kv: torch.Tensor, seq_lens: torch.Tensor, out: torch.Tensor
+) -> None:
     """Version 1's baseline: the scores from fp32 copies of q and kv on every device."""
     _attend(torch.bmm(q.float(), kv.float().transpose(1, 2)), q, kv, seq_lens, out)
 
 
-def _attend(scores: torch.Tensor, q: torch.Tensor, kv: torch.Tensor, seq_lens: torch.Tensor, out: torch.Tensor) -> None:
+def _attend(
+    scores: torch.Tensor, q: torch.Tensor, kv: torch.Tensor, seq_lens: torch.Tensor, out: torch.Tensor
+) -> None:
     """The rest of both versions: scale, mask, fp32 softmax, bf16 probabilities @ the latent values."""
     scores.mul_(SCALE)
     unused = torch.arange(kv.shape[1], device=kv.device)[None, :] >= seq_lens[:, None]

@@ -77,12 +77,16 @@ def generate_inputs(
     if sampler not in BASIC_DISTRIBUTIONS:
         raise ValueError(f"moe_dispatch_combine has no distribution {distribution!r}")
     x = draw("x", (t, h), axes, seed, device, distribution, sampler).to(torch.bfloat16)
-    weights = draw("W", (e, n, h), axes, seed, device, distribution, sampler).div_(math.sqrt(h)).to(torch.bfloat16)
+    weights = (
+        draw("W", (e, n, h), axes, seed, device, distribution, sampler).div_(math.sqrt(h)).to(torch.bfloat16)
+    )
     ids, gates = routing(axes, seed, device, distribution)
     return {"x": x, "topk_ids": ids, "topk_weights": gates, "W": weights}
 
 
-def rank_inputs(global_inputs: dict[str, torch.Tensor], axes: dict[str, int], rank: int) -> dict[str, torch.Tensor]:
+def rank_inputs(
+    global_inputs: dict[str, torch.Tensor], axes: dict[str, int], rank: int
+) -> dict[str, torch.Tensor]:
     """Rank r holds its T/W tokens (block r) with their routing, and its experts (block r of E)."""
     w = world_size(axes)
     return {name: block(global_inputs[name], dim, rank, w) for name, dim in SHARDED.items()}
@@ -104,7 +108,9 @@ def reference(global_inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> d
     return {"y": y}
 
 
-def rank_outputs(global_outputs: dict[str, torch.Tensor], axes: dict[str, int], rank: int) -> dict[str, torch.Tensor]:
+def rank_outputs(
+    global_outputs: dict[str, torch.Tensor], axes: dict[str, int], rank: int
+) -> dict[str, torch.Tensor]:
     return {"y": block(global_outputs["y"], 0, rank, world_size(axes))}  # its tokens' rows
 
 

@@ -1,1 +1,2 @@
-"""moe_gemm_swiglu: the experts' gate and up projections of an MoE layer with SwiGLU fused (metadata in problem.toml)."""
+"""moe_gemm_swiglu: the experts' gate and up projections of an MoE layer with SwiGLU fused (metadata in
+problem.toml)."""

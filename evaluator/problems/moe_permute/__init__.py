@@ -1,1 +1,2 @@
-"""moe_permute: the permute step of a MoE layer, token rows copied into expert-sorted order with per-expert offsets (metadata in problem.toml)."""
+"""moe_permute: the permute step of a MoE layer, token rows copied into expert-sorted order with per-expert
+offsets (metadata in problem.toml)."""

@@ -1,1 +1,2 @@
-"""moe_unpermute: the combine step after the experts, a weighted gather of K rows per token (metadata in problem.toml)."""
+"""moe_unpermute: the combine step after the experts, a weighted gather of K rows per token (metadata in
+problem.toml)."""

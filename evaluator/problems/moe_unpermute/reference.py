@@ -48,7 +48,9 @@ def reference(inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> dict[str
     return {"out": (inputs["topk_weights"].double()[..., None] * rows).sum(dim=1)}
 
 
-def baseline(expert_out: torch.Tensor, dest_rows: torch.Tensor, topk_weights: torch.Tensor, out: torch.Tensor) -> None:
+def baseline(
+    expert_out: torch.Tensor, dest_rows: torch.Tensor, topk_weights: torch.Tensor, out: torch.Tensor
+) -> None:
     """The K rows of each token gathered (index_select), then one batched (1 x K) @ (K x H) product
     per token in bf16 with fp32 accumulation (cuBLAS), written into out: two kernels; the weights
     are rounded to bf16 for the product (2^-9 relative)."""

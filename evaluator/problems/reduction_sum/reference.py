@@ -11,7 +11,11 @@ def generate_inputs(
     axes: dict[str, int], seed: int, device: str | torch.device, distribution: str = "normal"
 ) -> dict[str, torch.Tensor]:
     """A basic distribution as drawn, or `positive`: the absolute values of normal ones."""
-    return {"x": draw_signed_or_positive("reduction_sum", "x", (axes["R"], axes["N"]), axes, seed, device, distribution)}
+    return {
+        "x": draw_signed_or_positive(
+            "reduction_sum", "x", (axes["R"], axes["N"]), axes, seed, device, distribution
+        )
+    }
 
 
 def reference(inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> dict[str, torch.Tensor]:

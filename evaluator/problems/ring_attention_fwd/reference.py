@@ -25,19 +25,30 @@ def generate_inputs(
     return _attention.draw_qkv(axes, seed, device, distribution, ("q", "k", "v"))
 
 
-def rank_inputs(global_inputs: dict[str, torch.Tensor], axes: dict[str, int], rank: int) -> dict[str, torch.Tensor]:
+def rank_inputs(
+    global_inputs: dict[str, torch.Tensor], axes: dict[str, int], rank: int
+) -> dict[str, torch.Tensor]:
     """Rank r holds the contiguous chunk r of the sequence: its queries, keys and values."""
-    return {name: block(global_inputs[name], SEQUENCE_DIM, rank, world_size(axes)) for name in ("q", "k", "v")}
+    return {
+        name: block(global_inputs[name], SEQUENCE_DIM, rank, world_size(axes)) for name in ("q", "k", "v")
+    }
 
 
 def reference(global_inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> dict[str, torch.Tensor]:
-    out, lse = _attention.forward(global_inputs["q"], global_inputs["k"], global_inputs["v"], {**axes, "causal": 0})
+    out, lse = _attention.forward(
+        global_inputs["q"], global_inputs["k"], global_inputs["v"], {**axes, "causal": 0}
+    )
     return {"O": out, "LSE": lse}
 
 
-def rank_outputs(global_outputs: dict[str, torch.Tensor], axes: dict[str, int], rank: int) -> dict[str, torch.Tensor]:
+def rank_outputs(
+    global_outputs: dict[str, torch.Tensor], axes: dict[str, int], rank: int
+) -> dict[str, torch.Tensor]:
     w = world_size(axes)
-    return {"O": block(global_outputs["O"], SEQUENCE_DIM, rank, w), "LSE": block(global_outputs["LSE"], 2, rank, w)}
+    return {
+        "O": block(global_outputs["O"], SEQUENCE_DIM, rank, w),
+        "LSE": block(global_outputs["LSE"], 2, rank, w),
+    }
 
 
 def flash_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -49,21 +60,28 @@ def flash_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[to
     return result[0], result[1]
 
 
-def baseline(ctx: RankContext, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor,
+def baseline(ctx: RankContext, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
              LSE: torch.Tensor) -> None:
     """Ring attention with SDPA's flash forward per chunk (``ring``)."""
-    ring(ctx, q, k, v, O, LSE, flash_forward)
+    ring(ctx, q, k, v, o, LSE, flash_forward)
 
 
-def ring(ctx: RankContext, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor, LSE: torch.Tensor,
-         attend: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]) -> None:
+def ring(
+    ctx: RankContext,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    o: torch.Tensor,
+    LSE: torch.Tensor,
+    attend: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+) -> None:
     """Ring attention: W steps; at each, ``attend`` (O bf16, LSE fp32 of q against one chunk) to the
     key/value chunk held now while the next one arrives from the previous rank, and merge the
     partial outputs by their log-sum-exp in fp32 (benchmarks/multigpu_baseline_audit.py passes
     other ``attend`` functions)."""
     ahead, behind = (ctx.rank + 1) % ctx.world_size, (ctx.rank - 1) % ctx.world_size
     kv = torch.stack([k, v])
-    out = torch.zeros(O.shape, dtype=torch.float32, device=O.device)
+    out = torch.zeros(o.shape, dtype=torch.float32, device=o.device)
     lse = torch.full(LSE.shape, float("-inf"), dtype=torch.float32, device=LSE.device)
     for step in range(ctx.world_size):
         pending = []
@@ -73,11 +91,13 @@ def ring(ctx: RankContext, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O:
                                               dist.P2POp(dist.irecv, arriving, behind, ctx.group)])
         step_out, step_lse = attend(q, kv[0], kv[1])
         merged = torch.logaddexp(lse, step_lse)
-        out = out * torch.exp(lse - merged).unsqueeze(-1) + step_out.float() * torch.exp(step_lse - merged).unsqueeze(-1)
+        out = out * torch.exp(lse - merged).unsqueeze(-1) + step_out.float() * torch.exp(
+            step_lse - merged
+        ).unsqueeze(-1)
         lse = merged
         for request in pending:
             request.wait()
         if pending:
             kv = arriving
-    O.copy_(out)
+    o.copy_(out)
     LSE.copy_(lse)

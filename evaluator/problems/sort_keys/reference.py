@@ -27,7 +27,9 @@ def generate_inputs(
     gen = generator(device, seed, distribution, axes, "x")
     keys = torch.randint(INT32_MIN, INT32_END, (rows, n), generator=gen, device=device, dtype=torch.int64)
     if distribution == "few_unique":
-        values = torch.randint(INT32_MIN, INT32_END, (rows, FEW), generator=gen, device=device, dtype=torch.int64)
+        values = torch.randint(
+            INT32_MIN, INT32_END, (rows, FEW), generator=gen, device=device, dtype=torch.int64
+        )
         keys = values.gather(1, torch.randint(0, FEW, (rows, n), generator=gen, device=device))
     elif distribution == "nearly_sorted":
         keys = keys.sort(dim=-1).values

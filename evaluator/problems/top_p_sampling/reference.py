@@ -58,7 +58,9 @@ def _decisions(probs: torch.Tensor, aims: torch.Tensor) -> tuple[float, float]:
     nucleus = torch.zeros_like(probs)
     nucleus[order[:k]] = probs[order[:k]]
     mass = float(nucleus.sum())
-    chosen = int(torch.searchsorted(nucleus.cumsum(0), float(aims[1]) * mass, right=True).clamp(max=probs.numel() - 1))
+    chosen = int(
+        torch.searchsorted(nucleus.cumsum(0), float(aims[1]) * mass, right=True).clamp(max=probs.numel() - 1)
+    )
     while nucleus[chosen] == 0:  # the search landed past the last nucleus token (rounding): step back
         chosen -= 1
     start = float(nucleus[:chosen].sum())
@@ -68,7 +70,9 @@ def _decisions(probs: torch.Tensor, aims: torch.Tensor) -> tuple[float, float]:
 
 def reference(inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> dict[str, torch.Tensor]:
     """The contract in fp64 from the fp32 inputs."""
-    return {"token": _sample(inputs["logits"].double(), inputs["top_p"].double(), inputs["u"].double()).double()}
+    return {
+        "token": _sample(inputs["logits"].double(), inputs["top_p"].double(), inputs["u"].double()).double()
+    }
 
 
 def _sample(logits: torch.Tensor, top_p: torch.Tensor, u: torch.Tensor) -> torch.Tensor:

@@ -36,7 +36,9 @@ def generate_inputs(
     return {"logits": logits.to(torch.bfloat16), "target": target}
 
 
-def rank_inputs(global_inputs: dict[str, torch.Tensor], axes: dict[str, int], rank: int) -> dict[str, torch.Tensor]:
+def rank_inputs(
+    global_inputs: dict[str, torch.Tensor], axes: dict[str, int], rank: int
+) -> dict[str, torch.Tensor]:
     """Rank r holds the vocabulary columns r of the logits and every row's target (a global token id)."""
     return {"logits": block(global_inputs["logits"], 1, rank, world_size(axes)),
             "target": global_inputs["target"].clone()}
@@ -47,7 +49,9 @@ def reference(global_inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> d
     return {"logprob": target_log_probabilities(global_inputs["logits"], global_inputs["target"])}
 
 
-def rank_outputs(global_outputs: dict[str, torch.Tensor], axes: dict[str, int], rank: int) -> dict[str, torch.Tensor]:
+def rank_outputs(
+    global_outputs: dict[str, torch.Tensor], axes: dict[str, int], rank: int
+) -> dict[str, torch.Tensor]:
     return {"logprob": global_outputs["logprob"]}  # every rank holds all T log-probabilities
 
 

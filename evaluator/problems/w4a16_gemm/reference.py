@@ -93,7 +93,12 @@ def baseline(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, y: to
     (tinygemm, the kernel behind torchao's int4 weight-only path), repacked in every call since the
     problem's layout is not its own; elsewhere, and where tinygemm refuses, `dequantise_and_matmul`
     (version 2's baseline at every M)."""
-    if x.is_cuda and x.shape[0] <= TINYGEMM_MAX_M and qweight.shape[0] % 8 == 0 and _tinygemm(x, qweight, scales, y):
+    if (
+        x.is_cuda
+        and x.shape[0] <= TINYGEMM_MAX_M
+        and qweight.shape[0] % 8 == 0
+        and _tinygemm(x, qweight, scales, y)
+    ):
         return
     dequantise_and_matmul(x, qweight, scales, y)
 
@@ -125,7 +130,9 @@ def tinygemm_scales_and_zeros(scales: torch.Tensor) -> torch.Tensor:
     return torch.stack((scales_t, scales_t * (TINYGEMM_OFFSET - ZERO)), dim=-1).contiguous()
 
 
-def dequantise_and_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, y: torch.Tensor) -> None:
+def dequantise_and_matmul(
+    x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, y: torch.Tensor
+) -> None:
     """What a user writes without a kernel: unpack the nibbles byte-wise (a byte of the
     little-endian word i holds columns 8i + 2b and 8i + 2b + 1), dequantise to bf16 (one rounding
     of (q - 8) * scale), then cuBLAS."""

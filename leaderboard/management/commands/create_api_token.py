@@ -14,7 +14,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
         parser.add_argument("--name", default="", help="A label to recognise the token by.")
-        parser.add_argument("--create-user", action="store_true", help="Create the user if it does not exist.")
+        parser.add_argument(
+            "--create-user", action="store_true", help="Create the user if it does not exist."
+        )
 
     def handle(self, *args: Any, username: str, name: str, create_user: bool, **options: Any) -> None:
         user_model = get_user_model()

@@ -39,8 +39,9 @@ class Command(BaseCommand):
             import torch  # noqa: F401  (the references run on the CPU to validate each problem)
         except ImportError as error:
             raise CommandError(
-                "import_problems runs the problems' reference code and needs torch (pip install -e '.[runner]'); "
-                "or run `python -m evaluator import-problems` where torch is installed and `sync_problems` here"
+                "import_problems runs the problems' reference code and needs torch "
+                "(pip install -e '.[runner]'); or run `python -m evaluator import-problems` where torch is "
+                "installed and `sync_problems` here"
             ) from error
         source: Path = options["source"]
         fmt: str = options["fmt"]
@@ -50,7 +51,9 @@ class Command(BaseCommand):
             raise CommandError(f"no {fmt} problem under {source}")
         show = progress_printer(self.stderr if options["json"] else self.stdout, not options["json"],
                                 options["dry_run"])
-        report = import_problems(fmt, source, options["out"], options_from(SimpleNamespace(**options)), progress=show)
+        report = import_problems(
+            fmt, source, options["out"], options_from(SimpleNamespace(**options)), progress=show
+        )
         sync: dict[str, Any] = {"synced": False, "reason": "", "lines": []}
         if options["dry_run"]:
             sync["reason"] = "dry run"
@@ -76,7 +79,9 @@ class Command(BaseCommand):
             if sync["synced"]:
                 for line in sync["lines"]:
                     self.stdout.write(f"sync: {line}")
-                self.stdout.write(self.style.SUCCESS("problems changed") if sync.get("changed") else "problems unchanged")
+                self.stdout.write(
+                    self.style.SUCCESS("problems changed") if sync.get("changed") else "problems unchanged"
+                )
             else:
                 self.stdout.write(f"not synced: {sync['reason']}")
         if report.refused:

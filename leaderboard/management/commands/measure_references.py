@@ -9,9 +9,11 @@ from leaderboard.reference_lines import NotTheSystemAccount, measure_references
 
 
 class Command(BaseCommand):
-    help = ("Submit the problems' reference lines (the eager baseline, torch.compile, library kernels) to the "
-            "runners of the given GPU types, like submissions: labelled, never ranked; idempotent per problem "
-            "version (docs/references.md).")
+    help = (
+        "Submit the problems' reference lines (the eager baseline, torch.compile, library kernels) to the "
+        "runners of the given GPU types, like submissions: labelled, never ranked; idempotent per problem "
+        "version (docs/references.md)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--gpu", action="append", required=True, dest="gpus", metavar="KEY",

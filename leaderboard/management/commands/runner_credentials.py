@@ -29,9 +29,13 @@ class Command(BaseCommand):
         verbs = parser.add_subparsers(dest="verb", required=True)
         issuing = verbs.add_parser("issue", help="Issue a credential for a runner node; shown once.")
         issuing.add_argument("node", help="The runner node's name (solboard runner --name).")
-        issuing.add_argument("--output", type=Path, help="Write it to this file (mode 0600) instead of stdout.")
+        issuing.add_argument(
+            "--output", type=Path, help="Write it to this file (mode 0600) instead of stdout."
+        )
         verbs.add_parser("list", help="Every credential, its state and its use.")
-        revoking = verbs.add_parser("revoke", help="Revoke a credential (by id) or a node's credentials (by name).")
+        revoking = verbs.add_parser(
+            "revoke", help="Revoke a credential (by id) or a node's credentials (by name)."
+        )
         revoking.add_argument("node_or_id")
         dev = verbs.add_parser("dev", help="make run: the local runner's credential under $SOLBOARD_VAR.")
         dev.add_argument("--output", type=Path, help="Default: $SOLBOARD_VAR/runner-credential.")
@@ -55,9 +59,13 @@ class Command(BaseCommand):
         self.stdout.write(credential.secret_string())
 
     def _list(self, **_: Any) -> None:
-        rows = RunnerCredential.objects.annotate(refused=Sum("failures__count")).order_by("node_name", "created_at")
-        self.stdout.write("id                  node                 fingerprint  state    last used                 "
-                          "accepted  refused")
+        rows = RunnerCredential.objects.annotate(refused=Sum("failures__count")).order_by(
+            "node_name", "created_at"
+        )
+        self.stdout.write(
+            "id                  node                 fingerprint  state    last used                 "
+            "accepted  refused"
+        )
         for row in rows:
             state = "revoked" if row.revoked_at else "active"
             used = row.last_used_at.isoformat(timespec="seconds") if row.last_used_at else "never"

@@ -20,7 +20,9 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         while True:
             report = sweep()
-            self.stdout.write(f"released {report.released}, requeued {report.requeued}, failed {report.failed}")
+            self.stdout.write(
+                f"released {report.released}, requeued {report.requeued}, failed {report.failed}"
+            )
             if not options["loop"]:
                 return
             time.sleep(options["loop"])

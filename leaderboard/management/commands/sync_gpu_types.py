@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluator.gpus import GpuSpecError
+from evaluator.gpu_specs import GpuSpecError
 from leaderboard.sync import sync_gpu_types
 
 
@@ -18,4 +18,6 @@ class Command(BaseCommand):
             raise CommandError(str(error)) from error
         for line in report.lines():
             self.stdout.write(line)
-        self.stdout.write(self.style.SUCCESS("GPU types changed") if report.changed else "GPU types unchanged")
+        self.stdout.write(
+            self.style.SUCCESS("GPU types changed") if report.changed else "GPU types unchanged"
+        )

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from evaluator.gpus import GpuSpec, GpuSpecError
+from evaluator.gpu_specs import GpuSpec, GpuSpecError
 from evaluator.problems import FLOP_CLASSES, CatalogueError, Counts, get_problem
 from evaluator.report import EvaluationReport, RankedTime, ShapeReport, SolFigures
 from evaluator.scoring import problem_score, ranked_time, shape_score, sol_figures, witnessed_time
@@ -94,14 +94,18 @@ def counted_shape_ids(shapes: dict[str, Shape], development: bool) -> set[str]:
 def check_shapes_asked(evaluation: Evaluation, report: EvaluationReport) -> None:
     device = CPU if evaluation.gpu_type.development_device else CUDA
     try:
-        asked = [s.shape_id for s in get_problem(report.problem).select_shapes(evaluation.shape_selection, device)]
+        asked = [
+            s.shape_id for s in get_problem(report.problem).select_shapes(evaluation.shape_selection, device)
+        ]
     except CatalogueError as error:
         raise Refused(f"the site cannot tell which shapes the job asked for: {error}") from None
     reported = [item.shape_id for item in report.shapes]
     if len(set(reported)) != len(reported) or not set(reported) <= set(asked):
         raise Refused(f"the report lists shapes {reported}; the job asked for {asked}")
     if report.status is Status.PASSED and len(reported) != len(asked):
-        raise Refused(f"the report says PASSED but covers {len(reported)} of the {len(asked)} shapes asked for")
+        raise Refused(
+            f"the report says PASSED but covers {len(reported)} of the {len(asked)} shapes asked for"
+        )
 
 
 def _positive(value: float | None, what: str) -> None:
@@ -141,7 +145,9 @@ def check_witnessed_calls(shape_id: str, median_us: float, calls_us: list[float]
         raise Refused(f"{shape_id}: {warmup} warm-up calls of {len(calls_us)} witnessed calls")
     expected = witnessed_time(calls_us, warmup)
     if not math.isclose(median_us, expected, rel_tol=1e-9, abs_tol=1e-9):
-        raise Refused(f"{shape_id}: witness median_us = {median_us} is not the median of its calls ({expected})")
+        raise Refused(
+            f"{shape_id}: witness median_us = {median_us} is not the median of its calls ({expected})"
+        )
 
 
 def ranked_times(report: EvaluationReport) -> dict[str, RankedTime]:
@@ -178,7 +184,9 @@ def recompute_figures(evaluation: Evaluation, report: EvaluationReport, shapes: 
                                  times.baseline_us * 1e-6, ceilings, world_size=world_size)
         except GpuSpecError:  # this GPU has no peak for the problem's work: no SOL, no score
             continue
-        if not figure.counts_estimated and (figure.faster_than_light or item.timing.median_us < figure.t_sol_us):
+        if not figure.counts_estimated and (
+            figure.faster_than_light or item.timing.median_us < figure.t_sol_us
+        ):
             raise Refused(f"faster than light: {item.shape_id} median {item.timing.median_us:g} us is below "
                           f"t_SOL {figure.t_sol_us:g} us on {spec.key}")
         figures[item.shape_id] = figure
@@ -234,13 +242,19 @@ def check_claims(report: EvaluationReport, judgement: Judgement) -> None:
         if not (math.isfinite(claimed) and 0.0 <= claimed <= 1.0):
             raise Refused(f"the report claims a problem score of {claimed}, outside [0, 1]")
         if judgement.score is None or not _same(claimed, judgement.score):
-            raise Refused(f"the report claims a problem score of {claimed:g}; the site computes "
-                          f"{'none' if judgement.score is None else format(judgement.score, 'g')} from its timings")
+            raise Refused(
+                f"the report claims a problem score of {claimed:g}; the site computes "
+                f"{'none' if judgement.score is None else format(judgement.score, 'g')} from its timings"
+            )
     for item in report.shapes:
         if item.sol is None:
             continue
         mine = judgement.figures.get(item.shape_id)
-        if mine is None or not _same(item.sol.score, mine.score) or not _same(item.sol.t_sol_us, mine.t_sol_us):
+        if (
+            mine is None
+            or not _same(item.sol.score, mine.score)
+            or not _same(item.sol.t_sol_us, mine.t_sol_us)
+        ):
             raise Refused(f"{item.shape_id}: the report claims score {item.sol.score:g} at t_SOL "
                           f"{item.sol.t_sol_us:g} us; the site computes "
                           + ("none" if mine is None else f"{mine.score:g} at {mine.t_sol_us:g} us"))

@@ -87,7 +87,9 @@ def refresh_rankings_for(evaluation: Evaluation) -> int:
         assert result.median_us is not None
         offers.append((result.shape, Candidate(result.score or 0.0, result.median_us, submitted_at)))
     taken = sum(
-        _offer(evaluation, track, shape, candidate) for track in tracks_for(evaluation) for shape, candidate in offers
+        _offer(evaluation, track, shape, candidate)
+        for track in tracks_for(evaluation)
+        for shape, candidate in offers
     )
     if taken:
         rankings_changed.send(sender=RankingEntry, problem_id=evaluation.submission.problem_id,
@@ -117,8 +119,14 @@ def _passed_ranked_shape_results(evaluation: Evaluation) -> list[ShapeResult]:
 def _offer(evaluation: Evaluation, track: str, shape: Shape | None, candidate: Candidate) -> bool:
     """Insert or improve the user's row in one track; safe against concurrent site workers."""
     submission = evaluation.submission
-    key = {"problem_id": submission.problem_id, "problem_version": submission.problem_version,
-           "gpu_type_id": evaluation.gpu_type_id, "shape": shape, "track": track, "user_id": submission.user_id}
+    key = {
+        "problem_id": submission.problem_id,
+        "problem_version": submission.problem_version,
+        "gpu_type_id": evaluation.gpu_type_id,
+        "shape": shape,
+        "track": track,
+        "user_id": submission.user_id,
+    }
     values = {"submission": submission, "evaluation": evaluation, "score": candidate.score,
               "median_us": candidate.median_us, "submitted_at": candidate.submitted_at,
               "features_met": evaluation.features_met}
@@ -157,8 +165,13 @@ def ranking_rows(
     order: tuple[str, ...] = ("-score", "submitted_at") if shape is None else ("median_us", "submitted_at")
     track = RankingTrack.FEATURES if require_features else RankingTrack.ALL
     rows = list(
-        RankingEntry.objects.filter(problem=problem, problem_version=version or problem.version, gpu_type=gpu_type,
-                                    shape=shape, track=track)
+        RankingEntry.objects.filter(
+            problem=problem,
+            problem_version=version or problem.version,
+            gpu_type=gpu_type,
+            shape=shape,
+            track=track,
+        )
         .select_related("user")
         .order_by(*order, "id")[:limit]
     )

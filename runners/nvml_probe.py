@@ -46,7 +46,7 @@ def _text(value: Any) -> str:
 
 def gpu_type_for(name: str) -> str:
     """Catalogue key (h100, h200, b200) or ``unknown:<name>``: the evaluator's table decides."""
-    from evaluator.gpus import gpu_type_for_name
+    from evaluator.gpu_specs import gpu_type_for_name
 
     return gpu_type_for_name(name)
 
@@ -93,7 +93,9 @@ def memory_of(indices: tuple[int, ...]) -> int:
     """Total memory of these GPUs in bytes (0 without NVML)."""
     try:
         with nvml() as lib:
-            return sum(int(lib.nvmlDeviceGetMemoryInfo(lib.nvmlDeviceGetHandleByIndex(i)).total) for i in indices)
+            return sum(
+                int(lib.nvmlDeviceGetMemoryInfo(lib.nvmlDeviceGetHandleByIndex(i)).total) for i in indices
+            )
     except NvmlUnavailable:
         return 0
 

@@ -55,7 +55,11 @@ class Assembly:
 
 
 def assemble(
-    ptx: str, arch: str, source_name: str = SOURCE_NAME, timeout_s: float = 120.0, limits: ToolLimits | None = None
+    ptx: str,
+    arch: str,
+    source_name: str = SOURCE_NAME,
+    timeout_s: float = 120.0,
+    limits: ToolLimits | None = None,
 ) -> Assembly:
     """Assemble PTX text; never raises for bad PTX (``ok`` is False and ``errors`` say why).
 

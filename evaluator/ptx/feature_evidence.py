@@ -208,5 +208,8 @@ def missing_reason(evidence: FeatureEvidence) -> str:
         level, found, column = "in the PTX", evidence.ptx_families, 0
     parts = [f"{feature} (no {'/'.join(FEATURES.get(feature, ((), ()))[column]) or feature} {level})"
              for feature in evidence.missing]
-    seen = ", ".join(f"{name} {count:,}" for name, count in sorted(found.items()) if count) or "none of the families"
+    seen = (
+        ", ".join(f"{name} {count:,}" for name, count in sorted(found.items()) if count)
+        or "none of the families"
+    )
     return f"missing {' and '.join(parts)} on {evidence.arch}; found {seen}"

@@ -142,7 +142,9 @@ def estimated_spec(
         hbm_tbps=hbm,
         estimated=True,
         source="estimated from NVML facts (SM count, SM clock, memory bus width, memory clock)",
-        notes=f"{sm_count} SMs at {sm_clock_mhz:g} MHz, {mem_bus_width_bits}-bit bus at {mem_clock_mhz:g} MHz",
+        notes=(
+            f"{sm_count} SMs at {sm_clock_mhz:g} MHz, {mem_bus_width_bits}-bit bus at {mem_clock_mhz:g} MHz"
+        ),
     )
 
 

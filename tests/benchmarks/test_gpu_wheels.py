@@ -27,4 +27,4 @@ def test_every_site_dependency_is_carried_to_the_gpu_machine() -> None:
     carried = {_name(line) for line in (REPO / "benchmarks/gpu_e2e_wheels.txt").read_text().splitlines()
                if line.strip() and not line.startswith("#")}
     missing = {_name(req) for req in project["dependencies"]} - carried - set(NOT_CARRIED)
-    assert not missing, f"add to benchmarks/gpu_e2e_wheels.txt (with their own dependencies): {sorted(missing)}"
+    assert not missing, f"add to benchmarks/gpu_e2e_wheels.txt, with their own needs: {sorted(missing)}"

@@ -20,8 +20,11 @@ ENTRY_POINTS = ("kernel", "custom_kernel")
 #: Names whose use can bind a module attribute where no parser sees it.
 DYNAMIC_NAMES = frozenset({"globals", "exec", "eval", "setattr", "vars", "locals", "__getattr__", "__dict__",
                            "__import__", "modules", "import_module", "compile"})
+# A GPU MODE user on an imported problem reads here that their own entry point is taken too.
 MISSING_ENTRY_POINT = ("the file defines no `kernel` function: a Python submission defines "
-                       "`def kernel(*inputs, *outputs)` at module level (docs/problems.md)")
+                       "`def kernel(*inputs, *outputs)` at module level (docs/problems.md); a problem "
+                       "imported from GPU MODE's reference-kernels also takes `def custom_kernel(data)` "
+                       "(docs/importing.md)")
 
 
 def entry_point_problem(source: str) -> str | None:

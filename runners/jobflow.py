@@ -166,10 +166,26 @@ def handle_job(payload: dict[str, Any], messenger: Messenger) -> None:
 def catalogue_mismatch(job: Job) -> str:
     """Why this runner cannot evaluate ``job`` as asked, or "": its catalogue lacks the problem or
     has another version of it (a deploy in progress; a report of the wrong version would be refused
-    by the site after the whole job ran)."""
+    by the site after the whole job ran).
+
+    Before refusing, the catalogue is read from disk again: a problem imported (or a version
+    synced) while the runner was up, as ``import_problems`` under ``make run`` does, is on disk, and
+    the job's evaluator reads the disk, not this process's copy. Without this the runner refused
+    such a job until it was restarted, and the site handed it back at once, over and over."""
     from evaluator.problems import load_catalogue
 
-    problem = load_catalogue().get(job.problem)
+    reason = _catalogue_mismatch(load_catalogue(), job)
+    if reason:
+        load_catalogue.cache_clear()
+        try:
+            reason = _catalogue_mismatch(load_catalogue(), job)
+        except Exception as error:  # noqa: BLE001 - a broken folder on disk: no job could load it either
+            return f"this runner's catalogue does not load: {error}"
+    return reason
+
+
+def _catalogue_mismatch(catalogue: dict[str, Any], job: Job) -> str:
+    problem = catalogue.get(job.problem)
     if problem is None:
         return f"this runner's catalogue has no problem {job.problem!r}"
     if problem.version != job.problem_version:

@@ -63,8 +63,13 @@ def load_python(path: Path, problem: Any = None) -> LoadedSubmission:
     except BaseException as error:
         if isinstance(error, KeyboardInterrupt):
             raise
+        if isinstance(error, ModuleNotFoundError) and error.name == "task" and not _imported(problem):
+            hint = _gpu_mode_hint(problem)
+            raise SubmissionError(f"import failed: no module named 'task': {hint}") from None
         raise SubmissionError(f"import failed: {short_traceback(error)}") from None
     kernel = getattr(module, "kernel", None)
+    if not callable(kernel) and not _imported(problem) and callable(getattr(module, "custom_kernel", None)):
+        raise SubmissionError(f"the file defines `custom_kernel` but no `kernel`: {_gpu_mode_hint(problem)}")
     if not callable(kernel) and _imported(problem) and callable(getattr(module, "custom_kernel", None)):
         from evaluator.importers.foreign import custom_kernel_adapter
 
@@ -76,6 +81,21 @@ def load_python(path: Path, problem: Any = None) -> LoadedSubmission:
             raise SubmissionError(f"the file defines no callable kernel: {contract_text(problem)}")
         raise SubmissionError("the file defines no callable `kernel(*inputs, *outputs)`")
     return LoadedSubmission("python", lambda axes: kernel)
+
+
+def _gpu_mode_hint(problem: Any) -> str:
+    """What a GPU MODE submission.py (``from task import ...``, ``custom_kernel(data)``) is told on a
+    native problem, where it used to end as a bare traceback."""
+    if problem is None:
+        native = "define `kernel(*inputs, *outputs)`, which writes the outputs in place"
+    else:
+        from evaluator.importers.foreign import contract_text
+
+        native = contract_text(problem)
+    name = f"{problem.name} is" if problem is not None else "this problem is"
+    return ("GPU MODE's `task` module and `custom_kernel(data)` are taken as they are only by problems "
+            f"imported from reference-kernels (docs/importing.md); {name} SOLboard's own: {native} "
+            "(docs/problems.md)")
 
 
 def _imported(problem: Any) -> bool:

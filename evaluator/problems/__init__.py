@@ -550,6 +550,9 @@ def load_catalogue() -> dict[str, Problem]:
 
 def get_problem(name: str) -> Problem:
     catalogue = load_catalogue()
+    if name not in catalogue:  # imported since this process read it (import_problems under make run)
+        load_catalogue.cache_clear()
+        catalogue = load_catalogue()
     if name not in catalogue:
         raise CatalogueError(f"unknown problem {name!r}; known: {', '.join(sorted(catalogue))}")
     return catalogue[name]

@@ -57,8 +57,11 @@ def evaluation_state(status: str, provisional_at: datetime | None, started_at: d
 
 
 def is_provisional(evaluation: Evaluation) -> bool:
+    """A ranked result its witness has not confirmed. A test run has no witness to wait for: its
+    result is final, and the report page calls it "a test run", not provisional."""
     report = evaluation.report or {}
-    return evaluation.status == S.PASSED and not report.get("witnessed", False)
+    ranked_and_passed = evaluation.mode == Mode.RANKED and evaluation.status == S.PASSED
+    return ranked_and_passed and not report.get("witnessed", False)
 
 
 def not_ranked_reason(evaluation: Evaluation, private: bool = True) -> str | None:

@@ -79,6 +79,24 @@ def test_a_file_with_neither_contract_is_told_both(imported: Path, tmp_path: Pat
     assert "kernel(A, B, output)" in report["message"] and "custom_kernel(data)" in report["message"]
 
 
+def test_a_gpu_mode_submission_on_a_native_problem_is_told_the_native_contract(imported: Path,
+                                                                               tmp_path: Path) -> None:
+    """GPU MODE's own vectoradd submission.py sent to the native vector_add: not a bare traceback
+    ("No module named 'task'") but where it runs as it is, and what vector_add takes."""
+    gpu_mode = tmp_path / "submission.py"
+    gpu_mode.write_text(GPU_MODE_BUFFER)
+    no_task = tmp_path / "no_task.py"
+    no_task.write_text(GPU_MODE_BUFFER.replace("from task import input_t, output_t\n",
+                                               "input_t = output_t = tuple\n"))
+    for submission, start in ((gpu_mode, "import failed: no module named 'task'"),
+                              (no_task, "the file defines `custom_kernel` but no `kernel`")):
+        report = run_harness("vector_add", submission, imported)
+        assert report["status"] == "COMPILE_ERROR"
+        assert report["message"].startswith(start), report["message"]
+        assert "imported from reference-kernels" in report["message"]
+        assert "vector_add is SOLboard's own: define `kernel(a, b, c)`" in report["message"]
+        assert "Traceback" not in report["message"]
+
 # ---------------------------------------------------------------- SOL-ExecBench
 
 

@@ -121,6 +121,17 @@ def test_a_provisional_result_is_shown_but_never_ranked(alice_api: APIClient) ->
     assert APIClient().get("/api/leaderboards/vector_add/cpu").json()["count"] == 0
 
 
+def test_a_test_run_that_passed_is_final_not_provisional(alice_api: APIClient) -> None:
+    """No witness runs in test mode, so nothing is left to confirm: the CLI printed "(provisional)"
+    beside a finished test run while the report page said "a test run"."""
+    submission_id = alice_api.post("/api/submissions", submit_body(), format="json").json()["id"]
+    evaluation = Evaluation.objects.get(submission_id=submission_id)
+    finish(evaluation, "passed", report={"witnessed": False, "shapes": []})
+    shown = alice_api.get(f"/api/submissions/{submission_id}").json()["evaluations"][0]
+    assert (shown["mode"], shown["provisional"]) == ("test", False)
+    assert shown["not_ranked_reason"] == "test mode is never ranked: submit with mode=ranked"
+
+
 def test_leaderboard_refusals(catalogue: None) -> None:
     client = APIClient()
     assert client.get("/api/leaderboards/vector_add/tpu").json()["error"]["code"] == "not_found"

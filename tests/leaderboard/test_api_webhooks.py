@@ -104,7 +104,7 @@ def test_the_delivery_is_signed_with_the_tokens_secret(alice: Any, catalogue: No
     assert not verify(token.webhook_secret, body + b" ", headers["X-Solboard-Signature"])
     payload = json.loads(body)
     assert (payload["status"], payload["provisional"], payload["submission_id"]) == (
-        "passed", True, evaluation.submission_id)
+        "passed", False, evaluation.submission_id)  # a test run: final, never provisional
     delivery = WebhookDelivery.objects.get()
     assert (delivery.state, delivery.response_status, delivery.attempts) == ("delivered", 200, 1)
 

@@ -78,4 +78,5 @@ def test_validate_and_submit_refuse_it_at_once_without_a_runner_job(alice: Any, 
         error = response.json()["error"]
         assert (response.status_code, error["code"], error["field"]) == (400, "invalid_source", "source")
         assert "defines no `kernel` function" in error["message"]
+        assert "custom_kernel(data)" in error["message"]  # what a GPU MODE user looks for
     assert not Evaluation.objects.exists()

@@ -179,7 +179,7 @@ def catalogue_mismatch(job: Job) -> str:
         load_catalogue.cache_clear()
         try:
             reason = _catalogue_mismatch(load_catalogue(), job)
-        except Exception as error:  # noqa: BLE001 - a broken folder on disk: no job could load it either
+        except Exception as error:  # a broken folder on disk: no job could load it either
             return f"this runner's catalogue does not load: {error}"
     return reason
 

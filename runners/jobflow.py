@@ -142,8 +142,8 @@ def handle_job(payload: dict[str, Any], messenger: Messenger) -> None:
         )
         return
     mismatch = catalogue_mismatch(job)
-    if mismatch:  # nothing started: the site hands the job on (bounded) or ends it with this message
-        deliver(ctx, messenger, execute.job_result(job, ctx, "runner_error", mismatch))
+    if mismatch:  # nothing started: the site counts the refusal and hands the job on, or ends it
+        deliver(ctx, messenger, execute.job_result(job, ctx, "refused", mismatch))
         return
     keeper = _keeper
     spare = keeper.take(job) if keeper is not None else None  # the slot is busy from here on

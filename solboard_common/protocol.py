@@ -116,14 +116,17 @@ class JobResult(_Message):
     evaluation_id: int
     runner: str = Field(description="Runner node name (hostname:gpu-index or configured name).")
     outcome: Literal[
-        "completed", "sandbox_error", "runner_error", "cancelled", "timeout", "evaluator_error", "job_failed"
+        "completed", "sandbox_error", "runner_error", "refused", "cancelled", "timeout", "evaluator_error",
+        "job_failed",
     ] = Field(
         description="completed: the evaluator produced a report (whatever its verdict). "
         "timeout: the runner's overall wall limit killed the job. evaluator_error: the evaluator "
         "exited without a report (message has its exit status and stderr tail). job_failed: the job "
         "ended without a report through something inside it (its judge killed by a signal or stopped, "
         "its memory caps): the submission's failure. sandbox_error / runner_error: the runner could "
-        "not run the job (the site retries, bounded)."
+        "not run the job (the site retries, bounded). refused: the runner cannot take this job at all "
+        "(its catalogue lacks the problem or holds another version of it): nothing started, and the "
+        "site counts it as an attempt, so a job no runner will take ends as an error."
     )
     report: EvaluationReport | None = None
     message: str = ""

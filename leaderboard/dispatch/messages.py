@@ -23,7 +23,7 @@ from solboard_common.protocol import Heartbeat, JobProvisional, JobResult, JobSt
 
 log = logging.getLogger(__name__)
 S = EvaluationStatus
-RETRYABLE_OUTCOMES = ("runner_error", "sandbox_error")
+RETRYABLE_OUTCOMES = ("runner_error", "sandbox_error", "refused")
 
 
 def _evaluation(evaluation_id: int) -> Evaluation | None:
@@ -120,6 +120,15 @@ def _claimant(evaluation: Evaluation) -> str | None:
 
 
 def _apply(evaluation: Evaluation, result: JobResult) -> str:
+    if result.outcome == "refused":
+        # Nothing started, so no job_started counted an attempt; but the runner would refuse the job
+        # again on every hand-over (an imported problem its host lacks), and an uncounted requeue
+        # looped once a second for as long as it stayed online.
+        same_job = Evaluation.objects.filter(pk=evaluation.pk, job_id=evaluation.job_id)
+        same_job.update(attempts=F("attempts") + 1)
+        evaluation.refresh_from_db(fields=["attempts"])
+        why = f"refused by {result.runner}: {result.message}"
+        return requeue_or_fail(evaluation, why, log_text=result.log)
     if result.outcome in RETRYABLE_OUTCOMES:
         return requeue_or_fail(evaluation, f"{result.outcome}: {result.message}", log_text=result.log)
     if evaluation.status == S.QUEUED:  # its job_started was lost: the result proves it ran

@@ -193,6 +193,30 @@ def test_a_runner_error_requeues_on_a_new_job_id_until_the_attempts_are_spent(ev
     assert len(job_ids) == evaluation.max_attempts
 
 
+def test_a_job_every_runner_refuses_ends_as_an_error_and_a_drain_release_costs_no_attempt(
+        evaluation: Evaluation, django_capture_on_commit_callbacks: Any) -> None:
+    """A runner whose catalogue lacks the problem refuses the job before it starts. Uncounted, that
+    requeue looped once a second for as long as the runner stayed online (a newcomer's import under
+    ``make run`` sat "queued (position 1)" for ten minutes); a runner shutting down releases jobs
+    it never started, which must not use up their attempts."""
+    def answer(outcome: str, message: str) -> str:
+        evaluation.refresh_from_db()
+        with django_capture_on_commit_callbacks(execute=True):  # the requeue hands the job on again
+            return dispatch.store_result(JobResult(job_id=str(evaluation.job_id), evaluation_id=evaluation.pk,
+                                                   runner=RUNNER, outcome=outcome, message=message))
+
+    for _ in range(5):
+        assert answer("runner_error", "released: the runner is shutting down") == "requeued"
+    evaluation.refresh_from_db()
+    assert (evaluation.status, evaluation.attempts) == ("queued", 0)
+    refusal = "this runner's catalogue has no problem 'pmpp_vectoradd_py'"
+    outcomes = [answer("refused", refusal) for _ in range(evaluation.max_attempts)]
+    assert outcomes == ["requeued"] * (evaluation.max_attempts - 1) + ["stored error"]
+    evaluation.refresh_from_db()
+    assert evaluation.status == "error" and "gave up after 3 attempts" in evaluation.message
+    assert f"refused by {RUNNER}: {refusal}" in evaluation.message
+
+
 def test_a_job_its_own_processes_ended_is_charged_and_an_evaluator_crash_is_refunded(
     alice: Any, gpu_types: Any, problems: Any, broker: str, django_capture_on_commit_callbacks: Any
 ) -> None:

@@ -101,6 +101,28 @@ def test_a_problem_gone_from_the_catalogue_is_deactivated_not_deleted() -> None:
     assert Problem.objects.get(name=gone).active is False
 
 
+def test_a_problem_whose_counts_fail_is_not_synced_and_the_others_are(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A partly converted import wrote counts for some of its shapes only: sync_problems raised
+    KeyError, so every later import and `make run` (which syncs first) failed."""
+    catalogue = load_catalogue()
+    name, problem = next(iter(catalogue.items()))
+    broken = dataclasses.replace(problem, name="broken_import")
+    honest_counts = type(problem).counts
+
+    def counts(self: Any, axes: dict[str, int]) -> Any:
+        if self.name == "broken_import":
+            raise KeyError(f"no derived counts at {axes}: counts were derived for the problem's shapes only")
+        return honest_counts(self, axes)
+
+    monkeypatch.setattr(type(problem), "counts", counts)
+    report = sync_problems({**catalogue, "broken_import": broken})
+    assert report.not_synced == ["broken_import"] and name in report.created
+    assert "broken_import not synced: KeyError: " in report.warnings[0]
+    assert not Problem.objects.filter(name="broken_import").exists()
+    assert Problem.objects.filter(active=True).count() == len(catalogue)
+
+
 def test_sync_gpu_types_loads_the_data_file_and_is_idempotent() -> None:
     assert "GPU types changed" in run("sync_gpu_types")
     before = sorted(GpuType.objects.values_list("key", "synced_at"))

@@ -106,6 +106,9 @@ class Candidate:
     #: The languages it takes and its ``[ptx]`` table (``native_table``: set once the shapes are final).
     languages: list[str] = field(default_factory=lambda: ["python"])
     ptx: dict[str, Any] = field(default_factory=dict)
+    #: Set when the import widened the source's tolerance (``worker._widen_tolerance``): the factor,
+    #: the measured need, upstream's problem-level tolerance and why. None when it is upstream's.
+    widened: dict[str, Any] | None = None
 
     @property
     def counts_mode(self) -> str:

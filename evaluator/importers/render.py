@@ -73,7 +73,13 @@ def _tensors(candidate: Candidate) -> list[str]:
 
 def _tolerance(candidate: Candidate) -> list[str]:
     tolerance = candidate.tolerance
-    lines = ["", f"# From {candidate.format}: see the [import] notes.", "[tolerance]"]
+    if candidate.widened:
+        upstream = candidate.widened["upstream"]
+        lines = ["", f"# From {candidate.format}, widened x{candidate.widened['factor']:.3g} at import: upstream's atol "
+                 f"{upstream['atol']:g}, rtol {upstream['rtol']:g} is", "# tighter than the reference's own rounding "
+                 "([import] upstream_tolerance, notes).", "[tolerance]"]
+    else:
+        lines = ["", f"# From {candidate.format}: see the [import] notes.", "[tolerance]"]
     lines += [f"{key} = {toml_value(float(tolerance[key]))}" for key in ("atol", "rtol", "matched_ratio")]
     for output, values in candidate.output_tolerances.items():
         lines += ["", f"[tolerance.{_key(output)}]"]
@@ -103,9 +109,20 @@ def _import_table(candidate: Candidate) -> list[str]:
         f"source_sha256 = {toml_value(candidate.source_digest)}",
         f"converter_version = {CONVERTER_VERSION}",
         f"counts = {toml_value(candidate.counts_mode)}",
+        f"tolerance = {toml_value('widened' if candidate.widened else 'upstream')}",
+        *_widened(candidate),
         f"dropped = {toml_value(candidate.dropped)}",
         f"notes = {toml_value(candidate.notes)}",
     ]
+
+
+def _widened(candidate: Candidate) -> list[str]:
+    """Upstream's tolerance and the factor every tolerance was widened by, when it was."""
+    if not candidate.widened:
+        return []
+    upstream = {key: float(value) for key, value in candidate.widened["upstream"].items()}
+    return [f"tolerance_factor = {toml_value(float(candidate.widened['factor']))}",
+            f"upstream_tolerance = {toml_value(upstream)}"]
 
 
 def _shapes(candidate: Candidate) -> list[str]:

@@ -148,10 +148,41 @@ def _write_validated(candidate: Candidate, staged: Path, version: int) -> None:
         write_folder(candidate, staged, version)
     check_cpu(staged, checked)
     candidate.notes += checked.notes
+    widened = checked.shortfall is not None
+    if widened:
+        _widen_tolerance(candidate, checked.shortfall)
     if derive:
         _adopt_derived(candidate, checked)
+    if derive or widened:
         write_folder(candidate, staged, version)
     check_counts(load(staged))
+
+
+def _widen_tolerance(candidate: Candidate, shortfall: Any) -> None:
+    """Every tolerance of the problem (its own, per output, per shape) times the widening the
+    float64 measurement asks for (``independent.widening``, Refused when none helps); upstream's
+    figures stay in ``candidate.widened`` and the description says why (docs/importing.md)."""
+    from evaluator.importers.independent import SAFETY_FACTOR, widening
+
+    factor = widening(shortfall)
+
+    def scaled(table: dict[str, float]) -> dict[str, float]:
+        return {key: (float(f"{value * factor:.3g}") if key in ("atol", "rtol") else value)
+                for key, value in table.items()}
+
+    upstream = dict(candidate.tolerance)
+    candidate.tolerance = scaled(candidate.tolerance)
+    candidate.output_tolerances = {name: scaled(table) for name, table in candidate.output_tolerances.items()}
+    for shape in candidate.shapes:
+        if shape.get("tolerance"):
+            shape["tolerance"] = scaled(shape["tolerance"])
+    why = (f"upstream's tolerance (atol {upstream['atol']:g}, rtol {upstream['rtol']:g}, matched ratio "
+           f"{upstream['matched_ratio']:g}) is tighter than the reference's own rounding: {shortfall.text()}. Every "
+           f"tolerance here is upstream's x{factor:.3g} (the least factor that passes, {shortfall.need:.3g}, "
+           f"times a safety factor of {SAFETY_FACTOR:g})")
+    candidate.widened = {"factor": factor, "need": shortfall.need, "upstream": upstream, "why": why}
+    candidate.description = f"{candidate.description}\n\nTolerance widened at import: {why}."
+    candidate.notes.append(f"tolerance widened x{factor:.3g}: {why}")
 
 
 def _shape_flops(problem: Any, checked: Any) -> dict[str, float]:

@@ -125,20 +125,117 @@ check_implementation = make_match_reference(ref_kernel, rtol=RTOL, atol=ATOL)
 """
 
 
-def test_a_tolerance_tighter_than_the_references_own_rounding_is_refused(tmp_path: Path) -> None:
-    tight = rk_task(tmp_path / "problems" / "pmpp", "matmul_py", reference=MATMUL.replace("RTOL", "1e-7").replace(
+BF16_CHAIN = """
+import torch
+from utils import make_match_reference
+
+def ref_kernel(data):
+    (x,) = data
+    return (x * 1.1) * 1.3
+
+def generate_input(n, seed):
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(seed)
+    return (torch.randn(n, 64, device="cuda", generator=gen).to(torch.bfloat16),)
+
+check_implementation = make_match_reference(ref_kernel, rtol=1e-3, atol=0.0)
+"""
+
+SILU_PROJECTION = """
+import torch
+
+def run(x, w):
+    return torch.nn.functional.silu(x @ w.t())
+"""
+
+
+def test_a_tolerance_tighter_than_the_references_own_rounding_is_widened_and_labelled(tmp_path: Path) -> None:
+    from evaluator.importers.independent import SAFETY_FACTOR
+
+    # a bf16 reference that rounds twice (after each product), held to rtol 1e-3: a third of one
+    # bf16 rounding (2^-8 relative), so a kernel that rounds once fails where the reference does not
+    chain = rk_task(tmp_path / "problems" / "pmpp", "scale_py", reference=BF16_CHAIN, tests=[{"n": 64, "seed": 1}])
+    (item,) = import_problems("reference-kernels", chain, tmp_path / "out").problems
+    assert item.status == "converted", item.reason
+    problem = load_problem(tmp_path / "out" / "pmpp_scale_py")
+    factor = problem.imported["tolerance_factor"]
+    assert problem.imported["tolerance"] == "widened"
+    assert problem.imported["upstream_tolerance"] == {"atol": 0.0, "rtol": 1e-3, "matched_ratio": 1.0}
+    # the least factor that passes is one bf16 rounding over rtol (2^-8 / 1e-3 = 3.9, at most twice that
+    # near the bottom of a binade), times the safety factor
+    assert SAFETY_FACTOR * 3 <= factor <= SAFETY_FACTOR * 8.5, factor
+    assert problem.rtol == pytest.approx(1e-3 * factor, rel=1e-2) and problem.atol == 0.0
+    assert "Tolerance widened at import" in problem.description and "rtol 0.001" in problem.description
+    assert any("float64 formulation (within the widened tolerance of it)" in note for note in item.notes), item.notes
+    text = (tmp_path / "out" / "pmpp_scale_py" / "problem.toml").read_text()
+    assert "widened x" in text.split("[tolerance]")[0]
+    # the catalogue's self-check holds the baseline to the float64 formulation under the widened tolerance
+    check = subprocess.run(
+        [sys.executable, "-m", "evaluator.problems.selfcheck", "pmpp_scale_py", "--device", "cpu", "--shapes", "cpu"],
+        cwd=REPO, env={**os.environ, IMPORTED_DIR_ENV: str(tmp_path / "out")}, capture_output=True, text=True,
+        timeout=300, check=False)
+    assert check.returncode == 0, check.stderr
+    assert '"independent"' in check.stdout
+
+
+def test_every_workload_tolerance_is_widened_by_the_same_factor(tmp_path: Path) -> None:
+    # a bf16 projection and SiLU (two roundings) whose workloads ask for 1e-3 and 2e-3 on 0.99 of elements
+    tight, tighter = {"max_atol": 2e-3, "max_rtol": 2e-3, "required_matched_ratio": 0.99}, {
+        "max_atol": 1e-3, "max_rtol": 1e-3, "required_matched_ratio": 0.99}
+    folder = sxb_definition(
+        tmp_path / "src" / "silu_proj", name="silu_proj", reference=SILU_PROJECTION,
+        axes={"rows": {"type": "var"}, "hidden": {"type": "const", "value": 64}},
+        inputs={"x": {"shape": ["rows", "hidden"], "dtype": "bfloat16"},
+                "w": {"shape": ["hidden", "hidden"], "dtype": "bfloat16"}},
+        outputs={"y": {"shape": ["rows", "hidden"], "dtype": "bfloat16"}},
+        workloads=[workload("r64", {"rows": 64}, tolerance=tighter), workload("r128", {"rows": 128}, tolerance=tight),
+                   workload("r256", {"rows": 256}, tolerance=tight)])
+    (item,) = import_problems("sol-execbench", folder, tmp_path / "out").problems
+    assert item.status == "converted", item.reason
+    problem = load_problem(tmp_path / "out" / "silu_proj")
+    factor = problem.imported["tolerance_factor"]
+    assert factor > 1 and problem.imported["upstream_tolerance"]["rtol"] == 2e-3
+    widened = {shape.axes["rows"]: problem.tolerance_for("y", dict(shape.axes)) for shape in problem.shapes}
+    assert widened[64].rtol == pytest.approx(1e-3 * factor, rel=1e-2)
+    assert widened[128].rtol == widened[256].rtol == pytest.approx(2e-3 * factor, rel=1e-2)
+    assert widened[64].matched_ratio == 0.99
+
+
+def test_an_exact_check_of_values_the_reference_rounds_is_still_refused(tmp_path: Path) -> None:
+    exact = rk_task(tmp_path / "problems" / "pmpp", "matmul_py", reference=MATMUL.replace("RTOL", "0.0").replace(
         "ATOL", "0.0"), tests=[{"m": 32, "seed": 1}])
-    (item,) = import_problems("reference-kernels", tight, tmp_path / "out").problems
+    (item,) = import_problems("reference-kernels", exact, tmp_path / "out").problems
     assert item.status == "refused" and "tighter than the reference's own rounding" in str(item.reason), item.reason
+
+
+def test_the_widening_is_the_least_factor_that_passes(tmp_path: Path) -> None:
+    import math
+
+    import torch
+
+    from evaluator.importers.independent import Shortfall, _need, widening
+
+    expected = torch.tensor([1.0, 2.0, 4.0, 8.0], dtype=torch.float64)
+    got = expected + torch.tensor([0.0, 0.02, 0.4, 0.08], dtype=torch.float64)
+    allowed = 0.01 * expected  # rtol 1e-2: the errors need 0, 1, 10 and 1 times it
+    assert _need(got, expected, allowed, 1.0) == pytest.approx(10.0)
+    assert _need(got, expected, allowed, 0.75) == pytest.approx(1.0)
+    assert math.isinf(_need(got, expected, torch.zeros_like(expected), 1.0))
+    # the need times the safety factor, rounded up to two significant digits
+    assert widening(Shortfall("s", "y", 0.5, 1.0, 0.0, 1e-3, 10.0)) == pytest.approx(40.0)
+    assert widening(Shortfall("s", "y", 0.5, 1.0, 0.0, 1e-3, 2.912)) == pytest.approx(12.0)
+    with pytest.raises(Exception, match="compares little"):  # rtol 0.4
+        widening(Shortfall("s", "y", 0.5, 1.0, 0.0, 1e-2, 10.0))
+    with pytest.raises(Exception, match="tighter than the reference's own rounding"):
+        widening(Shortfall("s", "y", 0.5, 1.0, 0.0, 0.0, math.inf))
+
+
+def test_a_fair_tolerance_is_kept(tmp_path: Path) -> None:
     fair = rk_task(tmp_path / "fair" / "pmpp", "matmul_py", reference=MATMUL.replace("RTOL", "1e-4").replace(
         "ATOL", "1e-4"), tests=[{"m": 32, "seed": 1}])
     (item,) = import_problems("reference-kernels", fair, tmp_path / "out").problems
     assert item.status == "converted", item.reason
     assert any("float64 formulation (within the tolerance of it)" in note for note in item.notes), item.notes
-    # the catalogue's self-check holds the baseline to the same second formulation
-    check = subprocess.run(
-        [sys.executable, "-m", "evaluator.problems.selfcheck", "pmpp_matmul_py", "--device", "cpu", "--shapes", "cpu"],
-        cwd=REPO, env={**os.environ, IMPORTED_DIR_ENV: str(tmp_path / "out")}, capture_output=True, text=True,
-        timeout=300, check=False)
-    assert check.returncode == 0, check.stderr
-    assert '"independent"' in check.stdout
+    problem = load_problem(tmp_path / "out" / "pmpp_matmul_py")
+    assert problem.imported["tolerance"] == "upstream" and (problem.atol, problem.rtol) == (1e-4, 1e-4)
+    assert "Tolerance widened" not in problem.description

@@ -41,6 +41,7 @@ from evaluator.importers.rk_probe import (
     find_buffers,
     probe,
     probe_for_real,
+    unknown_tolerance,
 )
 from evaluator.importers.rk_task import (
     Parameters,
@@ -175,7 +176,7 @@ def _probe_specs(work: _Task, upstream: Upstream) -> tuple[list[Probe], list[Spe
                 unprobed.append(spec)
             continue
         if check and not probes and found.tolerances is None and work.tolerance_override is None:
-            raise Refused(f"tolerance unknown: {found.check_note}; give one with --atol and --rtol")
+            raise Refused(unknown_tolerance(found.check_note))
         probes.append(found)
     if not probes:
         if unprobed and not work.dropped:

@@ -15,7 +15,7 @@ from typing import Any
 
 from evaluator.importers.common import Refused, identifier, majority, unique
 from evaluator.importers.layout import Leaf, constants_key
-from evaluator.importers.rk_probe import Buffers, Probe
+from evaluator.importers.rk_probe import Buffers, Probe, unknown_tolerance
 
 Values = list[tuple[dict[str, int], int]]
 
@@ -185,7 +185,7 @@ def tolerances(constant: dict[str, float] | None, given: dict[str, float] | None
     missing = [p for p in probes if p.tolerances is None]
     if missing:
         if given is None:
-            raise Refused(f"tolerance unknown: {missing[0].check_note}; give one with --atol and --rtol")
+            raise Refused(unknown_tolerance(missing[0].check_note))
         notes.append(f"tolerance atol {given['atol']:g}, rtol {given['rtol']:g} given on the command line "
                      f"({missing[0].check_note})")
         return {**given, "matched_ratio": 1.0}, {}, {}

@@ -27,6 +27,16 @@ UPSTREAM = "upstream"
 #: Packages of AMD's ROCm stack: a task that imports one is AMD-only.
 AMD_PACKAGES = ("aiter", "hip", "rocm", "triton_kernels_amd", "amdsmi")
 SPIED = ("verbose_allclose", "verbose_allequal")
+#: Why a check that compares nothing with the reference does not convert, and when it may.
+PROPERTY_CHECK = (
+    "check_implementation compares no output with verbose_allclose or verbose_allequal: it checks properties "
+    "(residuals, orthogonality, structure), not closeness to the reference, and SOLboard checks every output "
+    "element by element against the reference (docs/harness.md), with no property checks. An elementwise "
+    "tolerance is equivalent only when the result is unique and its error does not grow with the input's "
+    "conditioning (a sort, a sum): then give one with --atol and --rtol. A factorization whose result is not "
+    "unique (eigenvector signs, eigenspaces) or whose forward error grows with the condition number (Cholesky, "
+    "QR of ill-conditioned inputs) has no equivalent one"
+)
 
 
 def fake_limit(error: BaseException) -> bool:
@@ -199,6 +209,13 @@ def _recording(modules: list[Any], records: list[tuple[Any, float, float]]) -> A
             setattr(module, name, original)
 
 
+def unknown_tolerance(note: str) -> str:
+    """The refusal of a task whose tolerance cannot be read (``note``: why not)."""
+    if note == PROPERTY_CHECK:  # says itself when --atol/--rtol may stand in
+        return f"tolerance unknown: {note}"
+    return f"tolerance unknown: {note}; give one with --atol and --rtol"
+
+
 def read_check(upstream: Upstream, data: Any, result: Any) -> tuple[list[dict[str, float]] | None, str]:
     """The tolerance of each result leaf that ``check_implementation`` compares, at this spec:
     (one {rtol, atol} per result tensor, how it was read), or (None, why not)."""
@@ -215,8 +232,7 @@ def read_check(upstream: Upstream, data: Any, result: Any) -> tuple[list[dict[st
             return None, f"check_implementation does not run on the reference's own result ({type(error).__name__})"
     tensors = [leaf for leaf in flatten(result) if isinstance(leaf, torch.Tensor)]
     if not records:
-        return None, ("check_implementation compares no output with verbose_allclose or verbose_allequal "
-                      "(a check of properties, not of closeness to the reference)")
+        return None, PROPERTY_CHECK
     return _per_output(records, tensors)
 
 

@@ -316,6 +316,8 @@ def test_a_custom_check_converts_with_a_tolerance_given_on_the_command_line(tmp_
     reference.write_text(text + "def check_implementation(data, output):\n    return bool(output.isfinite().all()), ''\n")
     (item,) = import_problems("reference-kernels", task, tmp_path / "out").problems
     assert item.status == "refused" and "compares no output" in str(item.reason) and "--atol" in str(item.reason)
+    # the reason says why SOLboard cannot hold the check and when a tolerance may stand in for it
+    assert "element by element" in str(item.reason) and "result is unique" in str(item.reason)
     (item,) = import_problems("reference-kernels", task, tmp_path / "out", atol=1e-3, rtol=1e-3).problems
     assert item.status in ("converted", "partial"), item.reason
     problem = load_problem(tmp_path / "out" / "probes_rowmax_py")

@@ -110,6 +110,7 @@ def _import_table(candidate: Candidate) -> list[str]:
         f"converter_version = {CONVERTER_VERSION}",
         f"counts = {toml_value(candidate.counts_mode)}",
         f"tolerance = {toml_value('widened' if candidate.widened else 'upstream')}",
+        *([f"gpu_only = {toml_value(candidate.gpu_only)}"] if candidate.gpu_only else []),
         *_widened(candidate),
         f"dropped = {toml_value(candidate.dropped)}",
         f"notes = {toml_value(candidate.notes)}",

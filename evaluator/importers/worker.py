@@ -144,9 +144,13 @@ def _write_validated(candidate: Candidate, staged: Path, version: int) -> None:
     derive = candidate.counts_source is None
     write_folder(candidate, staged, version)
     checked = check_shapes(staged, derive)
-    if _lighter_cpu_shapes(candidate, checked, load(staged)):
-        write_folder(candidate, staged, version)
-    check_cpu(staged, checked)
+    if candidate.gpu_only is None:
+        if _lighter_cpu_shapes(candidate, checked, load(staged)):
+            write_folder(candidate, staged, version)
+        check_cpu(staged, checked)
+    elif len(checked.underived) == len(candidate.shapes):
+        raise Refused(f"no shape can be checked here: {candidate.gpu_only}, and fake tensors cannot follow its "
+                      "reference (its work depends on values)")
     candidate.notes += checked.notes
     widened = checked.shortfall is not None
     if widened:

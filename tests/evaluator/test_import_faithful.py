@@ -270,3 +270,43 @@ def test_the_catalogue_reads_shape_ids_shape_tolerances_new_dtypes_and_dimension
     assert problem.tolerance_for("y", dict(large.axes)).matched_ratio == 0.99
     errors = {"y": {"nonfinite_count": 0, "matched_ratio": 0.96}}
     assert outputs_pass(errors, problem, dict(small.axes)) and not outputs_pass(errors, problem, dict(large.axes))
+
+
+FIXED_PROJECTION = """
+import torch
+
+def run(x, w):
+    # the model's hidden size is written into the code, as dataset references often do
+    return x @ w.reshape(12288, 12288).t()
+"""
+
+
+def test_a_reference_too_big_for_the_cpu_at_every_shape_converts_marked_as_needing_a_gpu(tmp_path: Path) -> None:
+    import os
+    import sys
+
+    from evaluator.problems import IMPORTED_DIR_ENV
+    from tests.harness_helpers import REPO
+
+    # a 12288 x 12288 fp32 weight (604 MB) at every workload, and a reference that fixes that size
+    folder = sxb_definition(
+        tmp_path / "src" / "big_proj", name="big_proj", reference=FIXED_PROJECTION,
+        axes={"tokens": {"type": "var"}, "hidden": {"type": "const", "value": 12288}},
+        inputs={"x": {"shape": ["tokens", "hidden"], "dtype": "float32"},
+                "w": {"shape": ["hidden", "hidden"], "dtype": "float32"}},
+        outputs={"y": {"shape": ["tokens", "hidden"], "dtype": "float32"}},
+        workloads=[workload("t16", {"tokens": 16}), workload("t64", {"tokens": 64})])
+    (item,) = import_problems("sol-execbench", folder, tmp_path / "out").problems
+    assert item.status == "converted" and item.rankable, (item.reason, item.dropped)
+    problem = load_problem(tmp_path / "out" / "big_proj")
+    assert not any(shape.cpu for shape in problem.shapes) and problem.ranked_shapes == problem.shapes
+    assert "MiB" in problem.imported["gpu_only"] and "Needs a GPU" in problem.description
+    assert problem.counts({"tokens": 16, "hidden": 12288}).flops == {"tf32_tensor": 2 * 16 * 12288 * 12288}
+    assert any("needs a GPU" in note for note in item.notes), item.notes
+    # the CPU development device refuses its jobs rather than running no shape
+    submission = tmp_path / "kernel.py"
+    submission.write_text("def kernel(x, w, y):\n    y.copy_(x @ w.t())\n")
+    result = subprocess.run([sys.executable, "-m", "evaluator", "run", "big_proj", str(submission), "--device", "cpu"],
+                            cwd=REPO, env={**os.environ, IMPORTED_DIR_ENV: str(tmp_path / "out")}, capture_output=True,
+                            text=True, timeout=300, check=False)
+    assert result.returncode != 0 and "has no shape the CPU development device runs" in result.stderr, result.stderr

@@ -7,12 +7,13 @@ result rounded to each output's declared dtype (the best any kernel can write), 
 tolerance of the baseline. If it is not, the tolerance is tighter than the reference's own
 rounding, and a kernel more exact than the reference would fail.
 
-Such a tolerance is widened rather than refused (``Shortfall``, applied by ``widen``): the measurement
-gives the least factor by which every tolerance of the problem must grow for the baseline to meet
-it against the float64 formulation, and the import multiplies every tolerance by that factor times
+Such a tolerance is widened rather than refused (``Shortfall``, turned into factors by
+``widening`` and applied by the worker): the measurement gives the least factor by which atol alone,
+or atol and rtol together, must grow for the baseline to meet the tolerance against the float64
+formulation, and the import multiplies every tolerance of the problem by it times
 ``SAFETY_FACTOR``, keeps upstream's figures beside them and says so in the description. Only a
 tolerance that no factor can fix (an exact check of values the reference rounds, a non-finite value
-the float64 run does not reproduce) or one that would have to exceed ``MAX_WIDENED_RTOL`` is refused.
+the float64 run does not reproduce) or one whose rtol would exceed ``MAX_WIDENED_RTOL`` is refused.
 
 The report says whether the two were identical (a correctly rounded reference, or code that fixes
 its own dtypes and computes the same thing both times: then the check proves little), differed
@@ -22,7 +23,7 @@ within the tolerance, or needed the widened one.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -53,6 +54,18 @@ class Shortfall:
     atol: float
     rtol: float
     need: float
+    #: The least factor for atol alone (rtol kept); inf when atol is 0 or no factor does.
+    need_atol: float = math.inf
+    #: Whether atol alone, widened (times SAFETY_FACTOR), stays below what rtol allows at an element
+    #: of the output's RMS size: the check stays relative for typical elements, and only values near
+    #: zero (where cancellation leaves an error relative to the inputs, not the result) get the floor.
+    atol_room: bool = False
+
+    def merge(self, other: Shortfall) -> Shortfall:
+        """Both misses at once: the larger needs, room for atol alone only where both have it."""
+        worst = self if self.need >= other.need else other
+        return replace(worst, need=max(self.need, other.need), need_atol=max(self.need_atol, other.need_atol),
+                       atol_room=self.atol_room and other.atol_room)
 
     def text(self) -> str:
         return (f"at {self.where} its {self.output} matches {self.matched:.4f} of the same code run in float64 "
@@ -84,12 +97,16 @@ def _matched(got: torch.Tensor, expected: torch.Tensor, allowed: torch.Tensor) -
     return float(ok.sum()) / max(ok.numel(), 1)
 
 
-def _need(got: torch.Tensor, expected: torch.Tensor, allowed: torch.Tensor, ratio: float) -> float:
-    """The least factor k such that ``k * allowed`` matches ``ratio`` of the elements (the allowed
-    error is linear in atol and rtol, so this is the factor both must grow by); inf when none does."""
+def _need(got: torch.Tensor, expected: torch.Tensor, allowed: torch.Tensor | float, ratio: float,
+          kept: torch.Tensor | float = 0.0) -> float:
+    """The least factor k such that ``kept + k * allowed`` matches ``ratio`` of the elements; inf
+    when none does. With ``kept`` 0 and ``allowed`` the whole allowed error (linear in atol and
+    rtol), k is the factor both must grow by; with ``kept`` the rtol part and ``allowed`` atol, the
+    factor for atol alone."""
     flat_got, flat_expected = got.reshape(-1), expected.reshape(-1)
-    flat_allowed = torch.broadcast_to(allowed, expected.shape).reshape(-1)
-    error = (flat_got - flat_expected).abs()
+    flat_allowed = torch.broadcast_to(torch.as_tensor(allowed, dtype=torch.float64), expected.shape).reshape(-1)
+    flat_kept = torch.broadcast_to(torch.as_tensor(kept, dtype=torch.float64), expected.shape).reshape(-1)
+    error = ((flat_got - flat_expected).abs() - flat_kept).clamp_min(0.0)
     finite = torch.isfinite(flat_expected)
     same = (flat_got == flat_expected) | (torch.isnan(flat_got) & torch.isnan(flat_expected))
     per_element = torch.where(error == 0, torch.zeros_like(error), error / flat_allowed)
@@ -128,27 +145,39 @@ def check_independent(problem: Problem, module: Any, shape: Shape, distribution:
         allowed = tolerance.allowed_error(expected)
         matched = _matched(got, expected, allowed)
         if matched < tolerance.matched_ratio:
-            need = _need(got, expected, allowed, tolerance.matched_ratio)
-            if worst is None or need > worst.need:
-                worst = Shortfall(where, spec.name, matched, tolerance.matched_ratio, tolerance.atol, tolerance.rtol,
-                                  need)
+            ratio = tolerance.matched_ratio
+            relative = tolerance.allowed_error(expected) - tolerance.atol if tolerance.atol_scale == "absolute" else None
+            need_atol = (_need(got, expected, tolerance.atol, ratio, relative)
+                         if relative is not None and tolerance.atol > 0 else math.inf)
+            rms = float(expected[torch.isfinite(expected)].square().mean().sqrt()) if expected.numel() else 0.0
+            room = SAFETY_FACTOR * need_atol * tolerance.atol <= tolerance.rtol * rms
+            found = Shortfall(where, spec.name, matched, ratio, tolerance.atol, tolerance.rtol,
+                              _need(got, expected, allowed, ratio), need_atol, room)
+            worst = found if worst is None else worst.merge(found)
     if worst is not None:
         raise TighterThanRounding(worst)
     return "identical" if identical else "within"
 
 
-def widening(shortfall: Shortfall) -> float:
-    """The factor every tolerance of the problem is multiplied by: the measured need times
-    ``SAFETY_FACTOR``, rounded up to two significant digits; Refused when no factor helps or the
-    widened rtol would compare little."""
+def _rounded_up(value: float) -> float:
+    """``value`` rounded up to two significant digits."""
+    step = 10.0 ** (math.floor(math.log10(value)) - 1)
+    return math.ceil(value / step - 1e-9) * step
+
+
+def widening(shortfall: Shortfall) -> dict[str, float]:
+    """The factors every atol and every rtol of the problem are multiplied by: atol's alone where
+    that leaves room (``Shortfall.atol_room``), else both by the same factor; each the measured need
+    times ``SAFETY_FACTOR``, rounded up to two significant digits. Refused when no factor helps or
+    the widened rtol would compare little."""
+    if shortfall.atol_room and math.isfinite(shortfall.need_atol):
+        return {"atol": _rounded_up(shortfall.need_atol * SAFETY_FACTOR), "rtol": 1.0}
     if not math.isfinite(shortfall.need):
         raise TighterThanRounding(shortfall)
-    raw = shortfall.need * SAFETY_FACTOR
-    step = 10.0 ** (math.floor(math.log10(raw)) - 1)
-    factor = math.ceil(raw / step - 1e-9) * step
+    factor = _rounded_up(shortfall.need * SAFETY_FACTOR)
     if shortfall.rtol * factor > MAX_WIDENED_RTOL:
         raise Refused(f"the tolerance (atol {shortfall.atol:g}, rtol {shortfall.rtol:g}) is tighter than the "
                       f"reference's own rounding: {shortfall.text()}, and the widening that would pass it "
                       f"(x{factor:.3g}: rtol {shortfall.rtol * factor:.3g}) compares little; widen the tolerance "
                       "upstream (or, for reference-kernels, with --atol/--rtol)")
-    return factor
+    return {"atol": factor, "rtol": factor}

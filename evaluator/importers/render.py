@@ -75,9 +75,10 @@ def _tolerance(candidate: Candidate) -> list[str]:
     tolerance = candidate.tolerance
     if candidate.widened:
         upstream = candidate.widened["upstream"]
-        lines = ["", f"# From {candidate.format}, widened x{candidate.widened['factor']:.3g} at import: upstream's atol "
-                 f"{upstream['atol']:g}, rtol {upstream['rtol']:g} is", "# tighter than the reference's own rounding "
-                 "([import] upstream_tolerance, notes).", "[tolerance]"]
+        factors = candidate.widened["factors"]
+        lines = ["", f"# From {candidate.format}, widened at import (atol x{factors['atol']:.3g}, rtol "
+                 f"x{factors['rtol']:.3g}): upstream's atol {upstream['atol']:g}, rtol {upstream['rtol']:g}",
+                 "# is tighter than the reference's own rounding ([import] upstream_tolerance, notes).", "[tolerance]"]
     else:
         lines = ["", f"# From {candidate.format}: see the [import] notes.", "[tolerance]"]
     lines += [f"{key} = {toml_value(float(tolerance[key]))}" for key in ("atol", "rtol", "matched_ratio")]
@@ -122,8 +123,8 @@ def _widened(candidate: Candidate) -> list[str]:
     if not candidate.widened:
         return []
     upstream = {key: float(value) for key, value in candidate.widened["upstream"].items()}
-    return [f"tolerance_factor = {toml_value(float(candidate.widened['factor']))}",
-            f"upstream_tolerance = {toml_value(upstream)}"]
+    factors = {key: float(value) for key, value in candidate.widened["factors"].items()}
+    return [f"tolerance_factors = {toml_value(factors)}", f"upstream_tolerance = {toml_value(upstream)}"]
 
 
 def _shapes(candidate: Candidate) -> list[str]:

@@ -192,8 +192,8 @@ def cpu_shapes(problem: Problem, module: Any, result: Validation) -> None:
                     verdicts.append(check_independent(problem, module, shape, distribution, first))
                 except TighterThanRounding as short:
                     verdicts.append("widened")
-                    if result.shortfall is None or short.shortfall.need > result.shortfall.need:
-                        result.shortfall = short.shortfall
+                    found = short.shortfall
+                    result.shortfall = found if result.shortfall is None else result.shortfall.merge(found)
         for row in check_shape(problem, shape, 1, "cpu", None, None):
             for name, outcome in row["outputs"].items():
                 if not outcome["passed"]:

@@ -163,16 +163,16 @@ def _write_validated(candidate: Candidate, staged: Path, version: int) -> None:
 
 
 def _widen_tolerance(candidate: Candidate, shortfall: Any) -> None:
-    """Every tolerance of the problem (its own, per output, per shape) times the widening the
-    float64 measurement asks for (``independent.widening``, Refused when none helps); upstream's
-    figures stay in ``candidate.widened`` and the description says why (docs/importing.md)."""
+    """Every tolerance of the problem (its own, per output, per shape) widened as the float64
+    measurement asks (``independent.widening``: atol alone, or atol and rtol; Refused when nothing
+    helps); upstream's figures stay in ``candidate.widened`` and the description says why
+    (docs/importing.md)."""
     from evaluator.importers.independent import SAFETY_FACTOR, widening
 
-    factor = widening(shortfall)
+    factors = widening(shortfall)
 
     def scaled(table: dict[str, float]) -> dict[str, float]:
-        return {key: (float(f"{value * factor:.3g}") if key in ("atol", "rtol") else value)
-                for key, value in table.items()}
+        return {key: (float(f"{value * factors[key]:.3g}") if key in factors else value) for key, value in table.items()}
 
     upstream = dict(candidate.tolerance)
     candidate.tolerance = scaled(candidate.tolerance)
@@ -180,13 +180,17 @@ def _widen_tolerance(candidate: Candidate, shortfall: Any) -> None:
     for shape in candidate.shapes:
         if shape.get("tolerance"):
             shape["tolerance"] = scaled(shape["tolerance"])
+    if factors["rtol"] == 1.0:
+        how = (f"Every atol here is upstream's x{factors['atol']:.3g} (the least factor that passes, "
+               f"{shortfall.need_atol:.3g}, times a safety factor of {SAFETY_FACTOR:g}); rtol is upstream's")
+    else:
+        how = (f"Every atol and rtol here is upstream's x{factors['atol']:.3g} (the least factor that passes, "
+               f"{shortfall.need:.3g}, times a safety factor of {SAFETY_FACTOR:g})")
     why = (f"upstream's tolerance (atol {upstream['atol']:g}, rtol {upstream['rtol']:g}, matched ratio "
-           f"{upstream['matched_ratio']:g}) is tighter than the reference's own rounding: {shortfall.text()}. Every "
-           f"tolerance here is upstream's x{factor:.3g} (the least factor that passes, {shortfall.need:.3g}, "
-           f"times a safety factor of {SAFETY_FACTOR:g})")
-    candidate.widened = {"factor": factor, "need": shortfall.need, "upstream": upstream, "why": why}
+           f"{upstream['matched_ratio']:g}) is tighter than the reference's own rounding: {shortfall.text()}. {how}")
+    candidate.widened = {"factors": factors, "upstream": upstream, "why": why}
     candidate.description = f"{candidate.description}\n\nTolerance widened at import: {why}."
-    candidate.notes.append(f"tolerance widened x{factor:.3g}: {why}")
+    candidate.notes.append(f"tolerance widened: {why}")
 
 
 def _shape_flops(problem: Any, checked: Any) -> dict[str, float]:

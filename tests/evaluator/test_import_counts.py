@@ -158,17 +158,18 @@ def test_a_tolerance_tighter_than_the_references_own_rounding_is_widened_and_lab
     (item,) = import_problems("reference-kernels", chain, tmp_path / "out").problems
     assert item.status == "converted", item.reason
     problem = load_problem(tmp_path / "out" / "pmpp_scale_py")
-    factor = problem.imported["tolerance_factor"]
+    factors = problem.imported["tolerance_factors"]
     assert problem.imported["tolerance"] == "widened"
     assert problem.imported["upstream_tolerance"] == {"atol": 0.0, "rtol": 1e-3, "matched_ratio": 1.0}
-    # the least factor that passes is one bf16 rounding over rtol (2^-8 / 1e-3 = 3.9, at most twice that
-    # near the bottom of a binade), times the safety factor
-    assert SAFETY_FACTOR * 3 <= factor <= SAFETY_FACTOR * 8.5, factor
+    # no atol to widen alone: rtol grows by the least factor that passes, one bf16 rounding over rtol
+    # (2^-8 / 1e-3 = 3.9, at most twice that near the bottom of a binade), times the safety factor
+    factor = factors["rtol"]
+    assert factors["atol"] == factor and SAFETY_FACTOR * 3 <= factor <= SAFETY_FACTOR * 8.5, factors
     assert problem.rtol == pytest.approx(1e-3 * factor, rel=1e-2) and problem.atol == 0.0
     assert "Tolerance widened at import" in problem.description and "rtol 0.001" in problem.description
     assert any("float64 formulation (within the widened tolerance of it)" in note for note in item.notes), item.notes
     text = (tmp_path / "out" / "pmpp_scale_py" / "problem.toml").read_text()
-    assert "widened x" in text.split("[tolerance]")[0]
+    assert "widened at import (atol x" in text.split("[tolerance]")[0]
     # the catalogue's self-check holds the baseline to the float64 formulation under the widened tolerance
     check = subprocess.run(
         [sys.executable, "-m", "evaluator.problems.selfcheck", "pmpp_scale_py", "--device", "cpu", "--shapes", "cpu"],
@@ -193,11 +194,12 @@ def test_every_workload_tolerance_is_widened_by_the_same_factor(tmp_path: Path) 
     (item,) = import_problems("sol-execbench", folder, tmp_path / "out").problems
     assert item.status == "converted", item.reason
     problem = load_problem(tmp_path / "out" / "silu_proj")
-    factor = problem.imported["tolerance_factor"]
-    assert factor > 1 and problem.imported["upstream_tolerance"]["rtol"] == 2e-3
+    factors = problem.imported["tolerance_factors"]
+    assert max(factors.values()) > 1 and problem.imported["upstream_tolerance"]["rtol"] == 2e-3
     widened = {shape.axes["rows"]: problem.tolerance_for("y", dict(shape.axes)) for shape in problem.shapes}
-    assert widened[64].rtol == pytest.approx(1e-3 * factor, rel=1e-2)
-    assert widened[128].rtol == widened[256].rtol == pytest.approx(2e-3 * factor, rel=1e-2)
+    for rows, upstream in ((64, 1e-3), (128, 2e-3), (256, 2e-3)):
+        assert widened[rows].atol == pytest.approx(upstream * factors["atol"], rel=1e-2)
+        assert widened[rows].rtol == pytest.approx(upstream * factors["rtol"], rel=1e-2)
     assert widened[64].matched_ratio == 0.99
 
 
@@ -221,9 +223,15 @@ def test_the_widening_is_the_least_factor_that_passes(tmp_path: Path) -> None:
     assert _need(got, expected, allowed, 1.0) == pytest.approx(10.0)
     assert _need(got, expected, allowed, 0.75) == pytest.approx(1.0)
     assert math.isinf(_need(got, expected, torch.zeros_like(expected), 1.0))
+    # atol alone grows where the errors past rtol are small: 0 and 0.02 - 0.02, but 0.4 - 0.04 = 0.36
+    # for the third element, so atol 1e-3 needs x360 for every element and x0 for 3 of 4
+    kept = 0.01 * expected
+    assert _need(got, expected, 1e-3, 1.0, kept) == pytest.approx(360.0)
+    assert _need(got, expected, 1e-3, 0.75, kept) == pytest.approx(0.0)
     # the need times the safety factor, rounded up to two significant digits
-    assert widening(Shortfall("s", "y", 0.5, 1.0, 0.0, 1e-3, 10.0)) == pytest.approx(40.0)
-    assert widening(Shortfall("s", "y", 0.5, 1.0, 0.0, 1e-3, 2.912)) == pytest.approx(12.0)
+    assert widening(Shortfall("s", "y", 0.5, 1.0, 0.0, 1e-3, 10.0)) == {"atol": 40.0, "rtol": 40.0}
+    assert widening(Shortfall("s", "y", 0.5, 1.0, 0.0, 1e-3, 2.912)) == {"atol": 12.0, "rtol": 12.0}
+    assert widening(Shortfall("s", "y", 0.5, 1.0, 1e-5, 5e-2, 2.0, 3.3, atol_room=True)) == {"atol": 14.0, "rtol": 1.0}
     with pytest.raises(Exception, match="compares little"):  # rtol 0.4
         widening(Shortfall("s", "y", 0.5, 1.0, 0.0, 1e-2, 10.0))
     with pytest.raises(Exception, match="tighter than the reference's own rounding"):

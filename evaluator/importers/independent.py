@@ -68,8 +68,10 @@ class Shortfall:
                        atol_room=self.atol_room and other.atol_room)
 
     def text(self) -> str:
-        return (f"at {self.where} its {self.output} matches {self.matched:.4f} of the same code run in float64 "
-                f"(needs {self.matched_ratio:g} under atol {self.atol:g}, rtol {self.rtol:g})")
+        return (
+            f"at {self.where} its {self.output} matches {self.matched:.4f} of the same code run in float64 "
+            f"(needs {self.matched_ratio:g} under atol {self.atol:g}, rtol {self.rtol:g})"
+        )
 
 
 class TighterThanRounding(Refused):
@@ -78,9 +80,10 @@ class TighterThanRounding(Refused):
     def __init__(self, shortfall: Shortfall) -> None:
         self.shortfall = shortfall
         super().__init__(
-            f"the tolerance (atol {shortfall.atol:g}, rtol {shortfall.rtol:g}) is tighter than the reference's own "
-            f"rounding: {shortfall.text()}, so a more exact kernel would fail; widen the tolerance upstream (or, for "
-            "reference-kernels, with --atol/--rtol)")
+            f"the tolerance (atol {shortfall.atol:g}, rtol {shortfall.rtol:g}) is tighter than the "
+            f"reference's own rounding: {shortfall.text()}, so a more exact kernel would fail; widen the "
+            "tolerance upstream (or, for reference-kernels, with --atol/--rtol)"
+        )
 
 
 def _rounded(value: torch.Tensor, dtype: str) -> torch.Tensor:
@@ -104,7 +107,9 @@ def _need(got: torch.Tensor, expected: torch.Tensor, allowed: torch.Tensor | flo
     rtol), k is the factor both must grow by; with ``kept`` the rtol part and ``allowed`` atol, the
     factor for atol alone."""
     flat_got, flat_expected = got.reshape(-1), expected.reshape(-1)
-    flat_allowed = torch.broadcast_to(torch.as_tensor(allowed, dtype=torch.float64), expected.shape).reshape(-1)
+    flat_allowed = torch.broadcast_to(torch.as_tensor(allowed, dtype=torch.float64), expected.shape).reshape(
+        -1
+    )
     flat_kept = torch.broadcast_to(torch.as_tensor(kept, dtype=torch.float64), expected.shape).reshape(-1)
     error = ((flat_got - flat_expected).abs() - flat_kept).clamp_min(0.0)
     finite = torch.isfinite(flat_expected)
@@ -131,7 +136,7 @@ def check_independent(problem: Problem, module: Any, shape: Shape, distribution:
         return "no float64 formulation (the problem has none)"
     try:
         wide = independent(inputs, axes)
-    except Exception as error:  # noqa: BLE001 - code that refuses float64 inputs: no second formulation
+    except Exception as error:  # code that refuses float64 inputs: no second formulation
         return f"no float64 formulation (the reference refuses float64 inputs: {type(error).__name__})"
     outputs = allocate_outputs(problem.outputs, axes, "cpu")
     module.baseline(*inputs.values(), *outputs.values(), **problem.call_kwargs(axes))
@@ -146,10 +151,16 @@ def check_independent(problem: Problem, module: Any, shape: Shape, distribution:
         matched = _matched(got, expected, allowed)
         if matched < tolerance.matched_ratio:
             ratio = tolerance.matched_ratio
-            relative = tolerance.allowed_error(expected) - tolerance.atol if tolerance.atol_scale == "absolute" else None
+            relative = (
+                tolerance.allowed_error(expected) - tolerance.atol
+                if tolerance.atol_scale == "absolute"
+                else None
+            )
             need_atol = (_need(got, expected, tolerance.atol, ratio, relative)
                          if relative is not None and tolerance.atol > 0 else math.inf)
-            rms = float(expected[torch.isfinite(expected)].square().mean().sqrt()) if expected.numel() else 0.0
+            rms = (
+                float(expected[torch.isfinite(expected)].square().mean().sqrt()) if expected.numel() else 0.0
+            )
             room = SAFETY_FACTOR * need_atol * tolerance.atol <= tolerance.rtol * rms
             found = Shortfall(where, spec.name, matched, ratio, tolerance.atol, tolerance.rtol,
                               _need(got, expected, allowed, ratio), need_atol, room)
@@ -176,8 +187,10 @@ def widening(shortfall: Shortfall) -> dict[str, float]:
         raise TighterThanRounding(shortfall)
     factor = _rounded_up(shortfall.need * SAFETY_FACTOR)
     if shortfall.rtol * factor > MAX_WIDENED_RTOL:
-        raise Refused(f"the tolerance (atol {shortfall.atol:g}, rtol {shortfall.rtol:g}) is tighter than the "
-                      f"reference's own rounding: {shortfall.text()}, and the widening that would pass it "
-                      f"(x{factor:.3g}: rtol {shortfall.rtol * factor:.3g}) compares little; widen the tolerance "
-                      "upstream (or, for reference-kernels, with --atol/--rtol)")
+        raise Refused(
+            f"the tolerance (atol {shortfall.atol:g}, rtol {shortfall.rtol:g}) is tighter than the "
+            f"reference's own rounding: {shortfall.text()}, and the widening that would pass it "
+            f"(x{factor:.3g}: rtol {shortfall.rtol * factor:.3g}) compares little; widen the tolerance "
+            "upstream (or, for reference-kernels, with --atol/--rtol)"
+        )
     return {"atol": factor, "rtol": factor}

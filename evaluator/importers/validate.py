@@ -67,15 +67,19 @@ def reference_module(problem: Problem) -> Any:
 def check_inputs(problem: Problem, shape: Shape, inputs: Any, where: str) -> None:
     if not isinstance(inputs, dict) or list(inputs) != [spec.name for spec in problem.inputs]:
         got = list(inputs) if isinstance(inputs, dict) else type(inputs).__name__
-        raise Refused(f"{where}: generate_inputs gave {got}, not the inputs {[s.name for s in problem.inputs]}")
+        raise Refused(
+            f"{where}: generate_inputs gave {got}, not the inputs {[s.name for s in problem.inputs]}"
+        )
     for spec in problem.inputs:
         tensor = inputs[spec.name]
         expected = spec.concrete_shape(shape.axes)
         if not isinstance(tensor, torch.Tensor):
             raise Refused(f"{where}: input {spec.name} is a {type(tensor).__name__}")
         if tuple(tensor.shape) != expected or str(tensor.dtype) != f"torch.{spec.dtype}":
-            raise Refused(f"{where}: input {spec.name} is {tuple(tensor.shape)} {tensor.dtype}, declared {expected} "
-                          f"{spec.dtype}")
+            raise Refused(
+                f"{where}: input {spec.name} is {tuple(tensor.shape)} {tensor.dtype}, declared {expected} "
+                f"{spec.dtype}"
+            )
         if not tensor.is_contiguous():
             raise Refused(f"{where}: input {spec.name} is not contiguous")
 
@@ -88,8 +92,10 @@ def check_reference(problem: Problem, shape: Shape, outputs: Any, where: str) ->
     for spec in problem.outputs:
         expected = spec.concrete_shape(shape.axes)
         if tuple(outputs[spec.name].shape) != expected:
-            raise Refused(f"{where}: the reference's {spec.name} is {tuple(outputs[spec.name].shape)}, declared "
-                          f"{expected}")
+            raise Refused(
+                f"{where}: the reference's {spec.name} is {tuple(outputs[spec.name].shape)}, declared "
+                f"{expected}"
+            )
 
 
 def _declared_bytes(problem: Problem, shape: Shape) -> int:
@@ -113,7 +119,10 @@ def _run_shape(problem: Problem, module: Any, shape: Shape, result: Validation, 
     flops, masked = count_flops(call)
     check_reference(problem, shape, outputs, where)
     if derive:
-        result.derived[shape.shape_id] = {"flops": flops, "bytes": compulsory_bytes(problem, dict(shape.axes))}
+        result.derived[shape.shape_id] = {
+            "flops": flops,
+            "bytes": compulsory_bytes(problem, dict(shape.axes)),
+        }
         if masked:
             result.masked_attention.append(shape.shape_id)
 
@@ -143,9 +152,11 @@ def every_shape(problem: Problem, module: Any, result: Validation, derive: bool)
                 raise Refused(f"{where}: {type(error).__name__}: {error}") from error
         if _declared_bytes(problem, shape) > CPU_SHAPE_MAX_BYTES or shape.shape_id not in allowed:
             unchecked.append(shape.shape_id)
-            result.underived[shape.shape_id] = ("its reference's work depends on values (fake tensors cannot follow it) "
-                                                f"and only the CPU shapes and the {REAL_FALLBACKS} smallest others run "
-                                                "for real")
+            result.underived[shape.shape_id] = (
+                "its reference's work depends on values (fake tensors cannot follow it) "
+                f"and only the CPU shapes and the {REAL_FALLBACKS} smallest others run "
+                "for real"
+            )
             continue
         try:
             _run_shape(problem, module, shape, result, derive)
@@ -156,14 +167,19 @@ def every_shape(problem: Problem, module: Any, result: Validation, derive: bool)
     checked = len(problem.shapes) - len(unchecked)
     result.notes.append(f"validated: {checked} shape(s) checked under fake tensors or on the CPU")
     if unchecked:
-        result.notes.append(f"not checked (the reference's work depends on values; not run for real): {', '.join(unchecked)}")
+        result.notes.append(
+            f"not checked (the reference's work depends on values; not run for real): {', '.join(unchecked)}"
+        )
 
 
 # ---------------------------------------------------------------- CPU shapes, for real
 
 
 def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
-    return all(torch.equal(a[name].reshape(-1).view(torch.uint8), b[name].reshape(-1).view(torch.uint8)) for name in a)
+    return all(
+        torch.equal(a[name].reshape(-1).view(torch.uint8), b[name].reshape(-1).view(torch.uint8))
+        for name in a
+    )
 
 
 def cpu_shapes(problem: Problem, module: Any, result: Validation) -> None:
@@ -186,7 +202,9 @@ def cpu_shapes(problem: Problem, module: Any, result: Validation) -> None:
                 if problem.imported.get("format") != "sol-execbench":
                     raise Refused(f"{where}: the inputs do not change with the seed")
                 # a definition whose entrypoint draws nothing (positions, frequency tables)
-                result.notes.append(f"{where}: the inputs do not change with the seed (the source draws none)")
+                result.notes.append(
+                    f"{where}: the inputs do not change with the seed (the source draws none)"
+                )
             if shape == cpu[0]:  # float64 on the CPU is slow: the smallest shape tells the tolerance's story
                 try:
                     verdicts.append(check_independent(problem, module, shape, distribution, first))
@@ -198,10 +216,14 @@ def cpu_shapes(problem: Problem, module: Any, result: Validation) -> None:
             for name, outcome in row["outputs"].items():
                 if not outcome["passed"]:
                     raise Refused(
-                        f"self-check: at {shape.shape_id} ({row['distribution']}) the baseline's {name} matches "
-                        f"{outcome['matched']:.6f} of the reference (needs {problem.tolerance_for(name).matched_ratio})")
-    result.notes.append(f"CPU self-check at {', '.join(s.shape_id for s in cpu)}: the baseline meets the tolerance "
-                        f"against the reference and its float64 formulation ({_independent_text(verdicts)})")
+                        f"self-check: at {shape.shape_id} ({row['distribution']}) the baseline's {name} "
+                        f"matches {outcome['matched']:.6f} of the reference "
+                        f"(needs {problem.tolerance_for(name).matched_ratio})"
+                    )
+    result.notes.append(
+        f"CPU self-check at {', '.join(s.shape_id for s in cpu)}: the baseline meets the tolerance "
+        f"against the reference and its float64 formulation ({_independent_text(verdicts)})"
+    )
 
 
 def _independent_text(verdicts: list[str]) -> str:

@@ -15,7 +15,9 @@ from typing import Any
 from evaluator.problems import IMPORTED_DIR_ENV
 from tests.harness_helpers import REPO
 
-RK_UTILS = REPO / "tests" / "fixtures" / "import" / "reference-kernels" / "problems" / "pmpp_like" / "utils.py"
+RK_UTILS = (
+    REPO / "tests" / "fixtures" / "import" / "reference-kernels" / "problems" / "pmpp_like" / "utils.py"
+)
 
 TASK_PY = '''from typing import TypeVar
 
@@ -58,9 +60,16 @@ def rk_task(set_folder: Path, task: str, *, reference: str, tests: list[dict[str
     shutil.copy(RK_UTILS, set_folder / "utils.py")
     (folder / "reference.py").write_text(textwrap.dedent(reference).strip() + "\n")
     (folder / "task.py").write_text(TASK_PY)
-    lines = ["files:", '  - {"name": "submission.py", "source": "@SUBMISSION@"}',
-             '  - {"name": "task.py", "source": "task.py"}', '  - {"name": "utils.py", "source": "../utils.py"}',
-             '  - {"name": "reference.py", "source": "reference.py"}', 'lang: "py"', f"description: {task}", "tests:"]
+    lines = [
+        "files:",
+        '  - {"name": "submission.py", "source": "@SUBMISSION@"}',
+        '  - {"name": "task.py", "source": "task.py"}',
+        '  - {"name": "utils.py", "source": "../utils.py"}',
+        '  - {"name": "reference.py", "source": "reference.py"}',
+        'lang: "py"',
+        f"description: {task}",
+        "tests:",
+    ]
     lines += [f"  - {json.dumps(spec)}" for spec in tests]
     if benchmarks:
         lines += ["benchmarks:"] + [f"  - {json.dumps(spec)}" for spec in benchmarks]

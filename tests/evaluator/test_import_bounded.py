@@ -32,8 +32,10 @@ check_implementation = make_match_reference(ref_kernel)
 
 LOOPS = GOOD.replace("    gen = torch.Generator", "    while True:\n        pass\n    gen = torch.Generator")
 # numpy memory, which fake tensors cannot stand in for: the real resident set grows
-ALLOCATES = GOOD.replace("    gen = torch.Generator",
-                         "    import numpy\n    hoard = [numpy.ones(2**27) for _ in range(64)]\n    gen = torch.Generator")
+ALLOCATES = GOOD.replace(
+    "    gen = torch.Generator",
+    "    import numpy\n    hoard = [numpy.ones(2**27) for _ in range(64)]\n    gen = torch.Generator",
+)
 
 
 def test_a_looping_or_allocating_task_is_refused_and_the_import_goes_on(tmp_path: Path) -> None:
@@ -51,7 +53,9 @@ def test_a_looping_or_allocating_task_is_refused_and_the_import_goes_on(tmp_path
     elapsed = time.monotonic() - started
     loops, allocates, good = report.problems
     assert loops.status == "refused" and "time budget of 4 s" in str(loops.reason), loops.reason
-    assert allocates.status == "refused" and "memory budget of 700 MiB" in str(allocates.reason), allocates.reason
+    assert allocates.status == "refused" and "memory budget of 700 MiB" in str(allocates.reason), (
+        allocates.reason
+    )
     assert good.status == "converted", good.reason
     # reported one by one, in order, as each finished (not only at the end)
     assert seen == [("refused", 1, 3), ("refused", 2, 3), ("converted", 3, 3)]

@@ -50,26 +50,48 @@ def derived(tmp_path_factory: pytest.TempPathFactory) -> Path:
     imported without counts."""
     src, out = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("out")
     sxb_definition(
-        src / "v_proj", name="v_proj", reference=V_PROJ,
-        axes={"batch_size": {"type": "var"}, "seq_len": {"type": "var"}, "hidden_size": {"type": "const", "value": 5120},
-              "kv_size": {"type": "const", "value": 1024}},
-        inputs={"hidden_states": {"shape": ["batch_size", "seq_len", "hidden_size"], "dtype": "bfloat16"},
-                "v_proj_weight": {"shape": ["kv_size", "hidden_size"], "dtype": "bfloat16"}},
+        src / "v_proj",
+        name="v_proj",
+        reference=V_PROJ,
+        axes={
+            "batch_size": {"type": "var"},
+            "seq_len": {"type": "var"},
+            "hidden_size": {"type": "const", "value": 5120},
+            "kv_size": {"type": "const", "value": 1024},
+        },
+        inputs={
+            "hidden_states": {"shape": ["batch_size", "seq_len", "hidden_size"], "dtype": "bfloat16"},
+            "v_proj_weight": {"shape": ["kv_size", "hidden_size"], "dtype": "bfloat16"},
+        },
         outputs={"v": {"shape": ["batch_size", "seq_len", "kv_size"], "dtype": "bfloat16"}},
-        workloads=[workload("small", {"batch_size": 1, "seq_len": 4}), workload("b16", {"batch_size": 16, "seq_len": 128})],
+        workloads=[
+            workload("small", {"batch_size": 1, "seq_len": 4}),
+            workload("b16", {"batch_size": 16, "seq_len": 128}),
+        ],
     )
     sxb_definition(
-        src / "router", name="fp8_router", reference=ROUTER,
-        axes={"M": {"type": "var"}, "hidden_size": {"type": "const", "value": 3584},
-              "padded_experts": {"type": "const", "value": 128}, "num_experts": {"type": "const", "value": 64}},
-        inputs={"hidden_states": {"shape": ["M", "hidden_size"], "dtype": "float8_e4m3fn"},
-                "gate_weight": {"shape": ["padded_experts", "hidden_size"], "dtype": "float8_e4m3fn"},
-                "scale_hidden": {"shape": [], "dtype": "float32"}, "scale_weight": {"shape": [], "dtype": "float32"}},
+        src / "router",
+        name="fp8_router",
+        reference=ROUTER,
+        axes={
+            "M": {"type": "var"},
+            "hidden_size": {"type": "const", "value": 3584},
+            "padded_experts": {"type": "const", "value": 128},
+            "num_experts": {"type": "const", "value": 64},
+        },
+        inputs={
+            "hidden_states": {"shape": ["M", "hidden_size"], "dtype": "float8_e4m3fn"},
+            "gate_weight": {"shape": ["padded_experts", "hidden_size"], "dtype": "float8_e4m3fn"},
+            "scale_hidden": {"shape": [], "dtype": "float32"},
+            "scale_weight": {"shape": [], "dtype": "float32"},
+        },
         outputs={"router_logits": {"shape": ["M", "num_experts"], "dtype": "bfloat16"}},
         workloads=[workload("m16", {"M": 16}), workload("m1024", {"M": 1024})],
     )
     report = import_problems("sol-execbench", src, out)
-    assert [item.status for item in report.problems] == ["converted", "converted"], [p.reason for p in report.problems]
+    assert [item.status for item in report.problems] == ["converted", "converted"], [
+        p.reason for p in report.problems
+    ]
     assert all(item.counts == "derived" and item.rankable for item in report.problems)
     return out
 
@@ -96,11 +118,19 @@ def test_a_problem_without_counts_says_no_counts(derived: Path, tmp_path: Path) 
     from evaluator.importers.common import Candidate
 
     missing = Candidate(
-        source=tmp_path, format="sol-execbench", upstream_name="no_counts", name="no_counts", title="t",
-        description="d", axes=["n"], inputs=[{"name": "x", "shape": ["n"], "dtype": "float32"}],
+        source=tmp_path,
+        format="sol-execbench",
+        upstream_name="no_counts",
+        name="no_counts",
+        title="t",
+        description="d",
+        axes=["n"],
+        inputs=[{"name": "x", "shape": ["n"], "dtype": "float32"}],
         outputs=[{"name": "y", "shape": ["n"], "dtype": "float32"}],
         tolerance={"atol": 0.0, "rtol": 0.0, "matched_ratio": 1.0},
-        shapes=[{"n": 8, "ranked": True, "id": "n8", "cpu": True}], baseline="b", adapter={"format": "sol-execbench"},
+        shapes=[{"n": 8, "ranked": True, "id": "n8", "cpu": True}],
+        baseline="b",
+        adapter={"format": "sol-execbench"},
     )
     write_folder(missing, tmp_path / "imported" / "no_counts", 1)
     result = evaluator("sol", "no_counts", "--gpu", "h200", imported=tmp_path / "imported")
@@ -119,7 +149,8 @@ def ref_kernel(data):
 def generate_input(m, seed):
     gen = torch.Generator(device="cuda")
     gen.manual_seed(seed)
-    return torch.randn(m, 256, device="cuda", generator=gen), torch.randn(256, m, device="cuda", generator=gen)
+    a = torch.randn(m, 256, device="cuda", generator=gen)
+    return a, torch.randn(256, m, device="cuda", generator=gen)
 
 check_implementation = make_match_reference(ref_kernel, rtol=RTOL, atol=ATOL)
 """
@@ -154,7 +185,9 @@ def test_a_tolerance_tighter_than_the_references_own_rounding_is_widened_and_lab
 
     # a bf16 reference that rounds twice (after each product), held to rtol 1e-3: a third of one
     # bf16 rounding (2^-8 relative), so a kernel that rounds once fails where the reference does not
-    chain = rk_task(tmp_path / "problems" / "pmpp", "scale_py", reference=BF16_CHAIN, tests=[{"n": 64, "seed": 1}])
+    chain = rk_task(
+        tmp_path / "problems" / "pmpp", "scale_py", reference=BF16_CHAIN, tests=[{"n": 64, "seed": 1}]
+    )
     (item,) = import_problems("reference-kernels", chain, tmp_path / "out").problems
     assert item.status == "converted", item.reason
     problem = load_problem(tmp_path / "out" / "pmpp_scale_py")
@@ -167,14 +200,30 @@ def test_a_tolerance_tighter_than_the_references_own_rounding_is_widened_and_lab
     assert factors["atol"] == factor and SAFETY_FACTOR * 3 <= factor <= SAFETY_FACTOR * 8.5, factors
     assert problem.rtol == pytest.approx(1e-3 * factor, rel=1e-2) and problem.atol == 0.0
     assert "Tolerance widened at import" in problem.description and "rtol 0.001" in problem.description
-    assert any("float64 formulation (within the widened tolerance of it)" in note for note in item.notes), item.notes
+    assert any("float64 formulation (within the widened tolerance of it)" in note for note in item.notes), (
+        item.notes
+    )
     text = (tmp_path / "out" / "pmpp_scale_py" / "problem.toml").read_text()
     assert "widened at import (atol x" in text.split("[tolerance]")[0]
     # the catalogue's self-check holds the baseline to the float64 formulation under the widened tolerance
     check = subprocess.run(
-        [sys.executable, "-m", "evaluator.problems.selfcheck", "pmpp_scale_py", "--device", "cpu", "--shapes", "cpu"],
-        cwd=REPO, env={**os.environ, IMPORTED_DIR_ENV: str(tmp_path / "out")}, capture_output=True, text=True,
-        timeout=300, check=False)
+        [
+            sys.executable,
+            "-m",
+            "evaluator.problems.selfcheck",
+            "pmpp_scale_py",
+            "--device",
+            "cpu",
+            "--shapes",
+            "cpu",
+        ],
+        cwd=REPO,
+        env={**os.environ, IMPORTED_DIR_ENV: str(tmp_path / "out")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert check.returncode == 0, check.stderr
     assert '"independent"' in check.stdout
 
@@ -184,13 +233,21 @@ def test_every_workload_tolerance_is_widened_by_the_same_factor(tmp_path: Path) 
     tight, tighter = {"max_atol": 2e-3, "max_rtol": 2e-3, "required_matched_ratio": 0.99}, {
         "max_atol": 1e-3, "max_rtol": 1e-3, "required_matched_ratio": 0.99}
     folder = sxb_definition(
-        tmp_path / "src" / "silu_proj", name="silu_proj", reference=SILU_PROJECTION,
+        tmp_path / "src" / "silu_proj",
+        name="silu_proj",
+        reference=SILU_PROJECTION,
         axes={"rows": {"type": "var"}, "hidden": {"type": "const", "value": 64}},
-        inputs={"x": {"shape": ["rows", "hidden"], "dtype": "bfloat16"},
-                "w": {"shape": ["hidden", "hidden"], "dtype": "bfloat16"}},
+        inputs={
+            "x": {"shape": ["rows", "hidden"], "dtype": "bfloat16"},
+            "w": {"shape": ["hidden", "hidden"], "dtype": "bfloat16"},
+        },
         outputs={"y": {"shape": ["rows", "hidden"], "dtype": "bfloat16"}},
-        workloads=[workload("r64", {"rows": 64}, tolerance=tighter), workload("r128", {"rows": 128}, tolerance=tight),
-                   workload("r256", {"rows": 256}, tolerance=tight)])
+        workloads=[
+            workload("r64", {"rows": 64}, tolerance=tighter),
+            workload("r128", {"rows": 128}, tolerance=tight),
+            workload("r256", {"rows": 256}, tolerance=tight),
+        ],
+    )
     (item,) = import_problems("sol-execbench", folder, tmp_path / "out").problems
     assert item.status == "converted", item.reason
     problem = load_problem(tmp_path / "out" / "silu_proj")
@@ -204,10 +261,16 @@ def test_every_workload_tolerance_is_widened_by_the_same_factor(tmp_path: Path) 
 
 
 def test_an_exact_check_of_values_the_reference_rounds_is_still_refused(tmp_path: Path) -> None:
-    exact = rk_task(tmp_path / "problems" / "pmpp", "matmul_py", reference=MATMUL.replace("RTOL", "0.0").replace(
-        "ATOL", "0.0"), tests=[{"m": 32, "seed": 1}])
+    exact = rk_task(
+        tmp_path / "problems" / "pmpp",
+        "matmul_py",
+        reference=MATMUL.replace("RTOL", "0.0").replace("ATOL", "0.0"),
+        tests=[{"m": 32, "seed": 1}],
+    )
     (item,) = import_problems("reference-kernels", exact, tmp_path / "out").problems
-    assert item.status == "refused" and "tighter than the reference's own rounding" in str(item.reason), item.reason
+    assert item.status == "refused" and "tighter than the reference's own rounding" in str(item.reason), (
+        item.reason
+    )
 
 
 def test_the_widening_is_the_least_factor_that_passes(tmp_path: Path) -> None:
@@ -231,7 +294,10 @@ def test_the_widening_is_the_least_factor_that_passes(tmp_path: Path) -> None:
     # the need times the safety factor, rounded up to two significant digits
     assert widening(Shortfall("s", "y", 0.5, 1.0, 0.0, 1e-3, 10.0)) == {"atol": 40.0, "rtol": 40.0}
     assert widening(Shortfall("s", "y", 0.5, 1.0, 0.0, 1e-3, 2.912)) == {"atol": 12.0, "rtol": 12.0}
-    assert widening(Shortfall("s", "y", 0.5, 1.0, 1e-5, 5e-2, 2.0, 3.3, atol_room=True)) == {"atol": 14.0, "rtol": 1.0}
+    assert widening(Shortfall("s", "y", 0.5, 1.0, 1e-5, 5e-2, 2.0, 3.3, atol_room=True)) == {
+        "atol": 14.0,
+        "rtol": 1.0,
+    }
     with pytest.raises(Exception, match="compares little"):  # rtol 0.4
         widening(Shortfall("s", "y", 0.5, 1.0, 0.0, 1e-2, 10.0))
     with pytest.raises(Exception, match="tighter than the reference's own rounding"):

@@ -28,8 +28,16 @@ FIXTURES = REPO / "tests" / "fixtures" / "import"
 needs_ptxas = pytest.mark.skipif(find_tool("ptxas") is None, reason="ptxas is not installed")
 needs_nvcc = pytest.mark.skipif(find_tool("nvcc") is None, reason="nvcc is not installed")
 #: Every fixture that converts, in both formats.
-CONVERTED = ["rmsnorm_h256", "embedding_gather_v1000_h128", "pmpp_like_histogram_py", "pmpp_like_matmul_py",
-             "pmpp_like_prefixsum_py", "pmpp_like_softmax_py", "pmpp_like_vectoradd_py", "pmpp_like_vectorsum_py"]
+CONVERTED = [
+    "rmsnorm_h256",
+    "embedding_gather_v1000_h128",
+    "pmpp_like_histogram_py",
+    "pmpp_like_matmul_py",
+    "pmpp_like_prefixsum_py",
+    "pmpp_like_softmax_py",
+    "pmpp_like_vectoradd_py",
+    "pmpp_like_vectorsum_py",
+]
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +65,9 @@ def test_every_imported_problem_takes_ptx_and_cuda_with_a_sound_table(imported: 
 
 @needs_ptxas
 @pytest.mark.parametrize("name", CONVERTED)
-def test_the_generated_ptx_skeleton_of_an_imported_problem_passes_validation(imported: Any, name: str) -> None:
+def test_the_generated_ptx_skeleton_of_an_imported_problem_passes_validation(
+    imported: Any, name: str
+) -> None:
     problem = load_problem(imported[0] / name)
     skeleton = describe(from_problem(problem)).ptx_skeleton
     result = validate_upload("ptx", skeleton, None, problem, ["sm_90a", "sm_100a"])
@@ -79,7 +89,9 @@ def test_a_fixed_float_scalar_reaches_native_kernels_as_an_fp32_constant(importe
 @needs_nvcc
 def test_a_real_cuda_kernel_of_an_imported_problem_builds_for_both_targets(imported: Any) -> None:
     source = (FIXTURES / "solutions" / "rmsnorm_h256.cu").read_text()
-    result = validate_upload("cuda", source, None, load_problem(imported[0] / "rmsnorm_h256"), ["sm_90a", "sm_100a"])
+    result = validate_upload(
+        "cuda", source, None, load_problem(imported[0] / "rmsnorm_h256"), ["sm_90a", "sm_100a"]
+    )
     assert result.ok, result.messages()
 
 
@@ -133,11 +145,15 @@ def test_a_value_that_follows_an_axis_reaches_native_kernels_as_that_scalar(tmp_
     assert "equals the axis size at every shape" in "\n".join(item.notes)
 
 
-def test_a_value_no_native_kernel_could_receive_keeps_the_problem_python_only_and_says_why(tmp_path: Path) -> None:
+def test_a_value_no_native_kernel_could_receive_keeps_the_problem_python_only_and_says_why(
+    tmp_path: Path,
+) -> None:
     item, problem = _import_scaled(tmp_path, "size * 3 + 1")
     assert problem.languages == ("python",) and problem.ptx == {}
-    assert ("native kernels (ptx, cuda): not offered: the task's data holds a plain value (constant1: 25, 49) that "
-            "changes with the shape and is no axis") in "\n".join(item.notes)
+    assert (
+        "native kernels (ptx, cuda): not offered: the task's data holds a plain value (constant1: 25, 49) "
+        "that changes with the shape and is no axis"
+    ) in "\n".join(item.notes)
     assert "takes Python kernels only" in describe(from_problem(problem)).reason
 
 
@@ -150,6 +166,9 @@ def test_the_catalogue_refuses_a_problem_whose_ptx_table_is_wrong(imported: Any,
     toml = (folder / "problem.toml").read_text()
     (folder / "problem.toml").write_text(toml.replace('tensors = ["input", "weight", "output"]',
                                                       'tensors = ["input", "weight"]'))
-    with pytest.raises(CatalogueError, match=r"\[ptx\] table: rmsnorm_h256: \[ptx\].tensors leaves out the output "
-                                             r"'output'"):
+    with pytest.raises(
+        CatalogueError,
+        match=r"\[ptx\] table: rmsnorm_h256: \[ptx\].tensors leaves out the output "
+        r"'output'",
+    ):
         load_problem(folder)

@@ -112,19 +112,29 @@ def run(input, weight, eps, output):
 
 
 @pytest.mark.parametrize(("source", "dps"), [(RMSNORM, False), (RMSNORM_DPS, True)])
-def test_a_sol_execbench_solution_json_passes_as_it_is(imported: Path, tmp_path: Path, source: str, dps: bool) -> None:
+def test_a_sol_execbench_solution_json_passes_as_it_is(
+    imported: Path, tmp_path: Path, source: str, dps: bool
+) -> None:
     path = tmp_path / "solution.json"
     path.write_text(solution("kernel.py::run", source, dps=dps))
     report = run_harness("rmsnorm_h256", path, imported)
     assert report["status"] == "PASSED", report.get("message")
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    (solution("main.cpp::run", "// cuda", language="cuda_cpp"), "is a native kernel: the site takes it as a CUDA"),
-    (solution("kernel.py::run", RMSNORM, definition="softmax_h4096"), "not 'rmsnorm_h256'"),
-    (solution("kernel.py::forward", RMSNORM), "defines no callable forward"),
-])
-def test_a_solution_json_that_does_not_fit_says_why(imported: Path, tmp_path: Path, text: str, message: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            solution("main.cpp::run", "// cuda", language="cuda_cpp"),
+            "is a native kernel: the site takes it as a CUDA",
+        ),
+        (solution("kernel.py::run", RMSNORM, definition="softmax_h4096"), "not 'rmsnorm_h256'"),
+        (solution("kernel.py::forward", RMSNORM), "defines no callable forward"),
+    ],
+)
+def test_a_solution_json_that_does_not_fit_says_why(
+    imported: Path, tmp_path: Path, text: str, message: str
+) -> None:
     path = tmp_path / "solution.json"
     path.write_text(text)
     report = run_harness("rmsnorm_h256", path, imported)

@@ -217,8 +217,8 @@ def _sources(work: _Definition, given: dict[str, Any]) -> tuple[dict[str, str], 
             kinds[key] = kind
         elif kind == "safetensors":
             raise ValueError(
-                f"input {key!r} comes from a safetensors file, which the dataset ships apart "
-                "(not carried over)"
+                f"input {key!r} comes from a safetensors file, which the dataset ships apart: a data "
+                "dependency (SOLboard draws every input from a generator and reads none from files)"
             )
         else:
             raise ValueError(f"input {key!r} has source {kind!r}")

@@ -149,7 +149,7 @@ def every_shape(problem: Problem, module: Any, result: Validation, derive: bool)
             raise
         except Exception as error:  # a fake-tensor limit (run small shapes for real), or refused below
             if not fake_limit(error):
-                raise Refused(f"{where}: {type(error).__name__}: {error}") from error
+                raise Refused(f"{where}: {type(error).__name__}: {error}{_hardware_hint(error)}") from error
         if _declared_bytes(problem, shape) > CPU_SHAPE_MAX_BYTES or shape.shape_id not in allowed:
             unchecked.append(shape.shape_id)
             result.underived[shape.shape_id] = (
@@ -173,6 +173,23 @@ def every_shape(problem: Problem, module: Any, result: Validation, derive: bool)
 
 
 # ---------------------------------------------------------------- CPU shapes, for real
+
+
+#: Errors of torch ops the CPU cannot run, with the hardware they need.
+_GPU_ONLY_OPS = {
+    "Invalid scaling configuration": (
+        "torch._scaled_mm with block scales (a block-scaled fp4 or fp8 matmul), which runs on GPUs only "
+        "(fp4 block scales on Blackwell): a hardware dependency the CPU validation cannot meet"
+    ),
+}
+
+
+def _hardware_hint(error: BaseException) -> str:
+    """Why an error of the reference at a shape is the CPU's, not the problem's, where known."""
+    for text, why in _GPU_ONLY_OPS.items():
+        if text in str(error):
+            return f" (its reference calls {why})"
+    return ""
 
 
 def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
@@ -218,7 +235,10 @@ def cpu_shapes(problem: Problem, module: Any, result: Validation) -> None:
                     raise Refused(
                         f"self-check: at {shape.shape_id} ({row['distribution']}) the baseline's {name} "
                         f"matches {outcome['matched']:.6f} of the reference "
-                        f"(needs {problem.tolerance_for(name).matched_ratio})"
+                        f"(needs {problem.tolerance_for(name).matched_ratio}); the baseline is the "
+                        "reference itself, so two runs of it on the same inputs differ: it draws random "
+                        "numbers of its own (a dropout, a random mask) or changes its inputs, and SOLboard "
+                        "needs a deterministic reference (make the randomness an input)"
                     )
     result.notes.append(
         f"CPU self-check at {', '.join(s.shape_id for s in cpu)}: the baseline meets the tolerance "

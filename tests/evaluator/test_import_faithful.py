@@ -355,3 +355,17 @@ def test_a_reference_too_big_for_the_cpu_at_every_shape_converts_marked_as_needi
         result.stderr
     )
 
+
+def test_a_reference_that_draws_its_own_random_numbers_is_refused_with_why(tmp_path: Path) -> None:
+    folder = scale_rows(tmp_path / "src" / "dropout", name="dropout_rows",
+                        reference="import torch\n\ndef run(x):\n    return x * (torch.rand_like(x) > 0.5)\n")
+    item = only(import_problems("sol-execbench", folder, tmp_path / "out"))
+    assert item.status == "refused" and "needs a deterministic reference" in str(item.reason), item.reason
+
+
+def test_an_op_only_a_gpu_runs_is_named_as_a_hardware_dependency() -> None:
+    from evaluator.importers.validate import _hardware_hint
+
+    hint = _hardware_hint(ValueError("Invalid scaling configuration.\n- For TensorWise scaling, a and b ..."))
+    assert "torch._scaled_mm with block scales" in hint and "hardware dependency" in hint
+    assert _hardware_hint(ValueError("shapes cannot be multiplied")) == ""

@@ -92,6 +92,7 @@ def test_partial_conversion_lists_what_was_dropped(sxb: Any) -> None:
     partial = outcomes(sxb[0])["embedding_gather"]
     dropped = "\n".join(partial.dropped)
     assert "workload e4-recorded: input 'table' comes from a safetensors file" in dropped
+    assert "a data dependency" in dropped
     # a workload with its own tolerance is kept, with that tolerance (no longer dropped)
     assert "e5-loose" not in dropped and partial.shapes == 4
     assert partial.counts == "derived" and partial.rankable

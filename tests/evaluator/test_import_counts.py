@@ -8,18 +8,15 @@ Modules: `evaluator/importers/derived_counts.py`, `evaluator/importers/independe
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from evaluator.importers import import_problems
 from evaluator.importers.render import write_folder
-from evaluator.problems import IMPORTED_DIR_ENV, load_problem
-from tests.evaluator.import_sources import rk_task, sxb_definition, workload
-from tests.harness_helpers import REPO
+from evaluator.problems import load_problem
+from tests.evaluator.import_sources import rk_task, run_module, sxb_definition, workload
 
 V_PROJ = """
 import torch
@@ -39,9 +36,7 @@ def run(hidden_states, gate_weight, scale_hidden, scale_weight):
 
 
 def evaluator(*args: str, imported: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, IMPORTED_DIR_ENV: str(imported)}
-    return subprocess.run([sys.executable, "-m", "evaluator", *args], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
+    return run_module("evaluator", *args, imported=imported)
 
 
 @pytest.fixture(scope="module")
@@ -206,24 +201,8 @@ def test_a_tolerance_tighter_than_the_references_own_rounding_is_widened_and_lab
     text = (tmp_path / "out" / "pmpp_scale_py" / "problem.toml").read_text()
     assert "widened at import (atol x" in text.split("[tolerance]")[0]
     # the catalogue's self-check holds the baseline to the float64 formulation under the widened tolerance
-    check = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "evaluator.problems.selfcheck",
-            "pmpp_scale_py",
-            "--device",
-            "cpu",
-            "--shapes",
-            "cpu",
-        ],
-        cwd=REPO,
-        env={**os.environ, IMPORTED_DIR_ENV: str(tmp_path / "out")},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    check = run_module("evaluator.problems.selfcheck", "pmpp_scale_py", "--device", "cpu", "--shapes", "cpu",
+                       imported=tmp_path / "out")
     assert check.returncode == 0, check.stderr
     assert '"independent"' in check.stdout
 

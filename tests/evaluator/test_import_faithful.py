@@ -18,7 +18,7 @@ import pytest
 
 from evaluator.importers import import_problems
 from evaluator.problems import load_problem
-from tests.evaluator.import_sources import rk_task, sxb_definition, workload
+from tests.evaluator.import_sources import rk_task, run_module, sxb_definition, workload
 
 SCALE = """
 import torch
@@ -318,12 +318,6 @@ def run(x, w):
 def test_a_reference_too_big_for_the_cpu_at_every_shape_converts_marked_as_needing_a_gpu(
     tmp_path: Path,
 ) -> None:
-    import os
-    import sys
-
-    from evaluator.problems import IMPORTED_DIR_ENV
-    from tests.harness_helpers import REPO
-
     # a 12288 x 12288 fp32 weight (604 MB) at every workload, and a reference that fixes that size
     folder = sxb_definition(
         tmp_path / "src" / "big_proj", name="big_proj", reference=FIXED_PROJECTION,
@@ -342,15 +336,8 @@ def test_a_reference_too_big_for_the_cpu_at_every_shape_converts_marked_as_needi
     # the CPU development device refuses its jobs rather than running no shape
     submission = tmp_path / "kernel.py"
     submission.write_text("def kernel(x, w, y):\n    y.copy_(x @ w.t())\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "evaluator", "run", "big_proj", str(submission), "--device", "cpu"],
-        cwd=REPO,
-        env={**os.environ, IMPORTED_DIR_ENV: str(tmp_path / "out")},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = run_module("evaluator", "run", "big_proj", str(submission), "--device", "cpu",
+                        imported=tmp_path / "out")
     assert result.returncode != 0 and "has no shape the CPU development device runs" in result.stderr, (
         result.stderr
     )

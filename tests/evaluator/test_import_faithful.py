@@ -356,3 +356,33 @@ def test_an_op_only_a_gpu_runs_is_named_as_a_hardware_dependency() -> None:
     hint = _hardware_hint(ValueError("Invalid scaling configuration.\n- For TensorWise scaling, a and b ..."))
     assert "torch._scaled_mm with block scales" in hint and "hardware dependency" in hint
     assert _hardware_hint(ValueError("shapes cannot be multiplied")) == ""
+
+
+ROUTED_PROJECTION = """
+import torch
+
+def run(x, w):
+    with open(CALLS, "a") as calls:
+        calls.write("call\\n")
+    rows = (x[:, 0] > 0).nonzero()  # values decide the work: fake tensors cannot follow it
+    return x @ w.reshape(12288, 12288).t() + rows.numel()
+"""
+
+
+def test_a_gpu_only_reference_fake_tensors_cannot_follow_is_refused_after_its_smallest_shape(
+    tmp_path: Path,
+) -> None:
+    calls = tmp_path / "calls.txt"
+    folder = sxb_definition(
+        tmp_path / "src" / "routed", name="routed",
+        reference=ROUTED_PROJECTION.replace("CALLS", repr(str(calls))),
+        axes={"tokens": {"type": "var"}, "hidden": {"type": "const", "value": 12288}},
+        inputs={"x": {"shape": ["tokens", "hidden"], "dtype": "float32"},
+                "w": {"shape": ["hidden", "hidden"], "dtype": "float32"}},
+        outputs={"y": {"shape": ["tokens", "hidden"], "dtype": "float32"}},
+        workloads=[workload(f"t{n}", {"tokens": n}) for n in (16, 32, 64, 128)])
+    item = only(import_problems("sol-execbench", folder, tmp_path / "out"))
+    assert item.status == "refused" and "no shape can be checked here" in str(item.reason), item.reason
+    # two calls look for a smaller CPU shape, one validates the smallest workload; the other three
+    # workloads are not tried
+    assert len(calls.read_text().splitlines()) == 3

@@ -43,7 +43,10 @@ def fake_limit(error: BaseException) -> bool:
     """An error of torch's fake tensors themselves (data-dependent shapes, ops without a fake
     kernel), as opposed to an error of the upstream code."""
     module = type(error).__module__
-    return module.startswith(("torch._subclasses", "torch.fx", "torch._guards")) or "FakeTensor" in str(error)
+    if module.startswith(("torch._subclasses", "torch.fx", "torch._guards")) or "FakeTensor" in str(error):
+        return True
+    # torch's C++ side refuses to hand a fake tensor's values to numpy with a plain RuntimeError
+    return isinstance(error, RuntimeError) and ".numpy() is not supported for tensor subclasses" in str(error)
 
 
 def missing_package(error: BaseException) -> str | None:

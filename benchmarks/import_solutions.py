@@ -51,19 +51,48 @@ def solutions(fmt: str, folder: Path, scratch: Path) -> list[Path]:
     definition = json.loads((folder / "definition.json").read_text())
     reference = definition.get("reference") or (folder / "reference.py").read_text()
     made = scratch / f"{folder.name}_reference_solution.json"
-    made.write_text(json.dumps({
-        "name": "reference", "definition": definition["name"], "author": "upstream reference",
-        "spec": {"languages": ["pytorch"], "entry_point": "reference.py::run", "destination_passing_style": False},
-        "sources": [{"path": "reference.py", "content": reference}],
-    }))
+    made.write_text(
+        json.dumps(
+            {
+                "name": "reference",
+                "definition": definition["name"],
+                "author": "upstream reference",
+                "spec": {
+                    "languages": ["pytorch"],
+                    "entry_point": "reference.py::run",
+                    "destination_passing_style": False,
+                },
+                "sources": [{"path": "reference.py", "content": reference}],
+            }
+        )
+    )
     return [made]
 
 
 def run(problem: str, submission: Path, imported: Path, device: str) -> dict[str, Any]:
     env = {**os.environ, "SOLBOARD_IMPORTED_PROBLEMS": str(imported)}
-    result = subprocess.run([sys.executable, "-m", "evaluator", "run", problem, str(submission), "--device", device,
-                             "--shapes", "quick", "--json", "--no-profile"], cwd=REPO, env=env, capture_output=True,
-                            text=True, timeout=900, check=False)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evaluator",
+            "run",
+            problem,
+            str(submission),
+            "--device",
+            device,
+            "--shapes",
+            "quick",
+            "--json",
+            "--no-profile",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     try:
         report = json.loads(result.stdout)
     except ValueError:
@@ -88,7 +117,11 @@ def main(argv: list[str] | None = None) -> int:
             meta = tomllib.loads(toml.read_text())["import"]
             folder = source_folder(meta, args.trees)
             for submission in solutions(meta["format"], folder, Path(scratch)) if folder else []:
-                row = {"problem": name, "solution": submission.name, **run(name, submission, args.imported, args.device)}
+                row = {
+                    "problem": name,
+                    "solution": submission.name,
+                    **run(name, submission, args.imported, args.device),
+                }
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     passed = sum(row["status"] == "PASSED" for row in rows)

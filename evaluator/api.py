@@ -96,6 +96,9 @@ def evaluate(request: EvaluationRequest, warm: WarmStart | None = None,
         shape_ids = [problem.shape(shape_id).shape_id for shape_id in request.shape_ids]
     else:
         shape_ids = [shape.shape_id for shape in problem.select_shapes(request.shapes, request.device)]
+        if not shape_ids and request.device == CPU:  # an import whose every shape needs a GPU
+            raise ValueError(f"{problem.name} has no shape the CPU development device runs "
+                             "(every shape needs a GPU): run it on a GPU")
     seeds = [request.seed] if request.seed is not None else list(problem.test_seeds)
     started, started_at = time.perf_counter(), assemble.now_iso()
     scratch = warm.scratch if warm is not None else Path(tempfile.mkdtemp(prefix="solboard-job-"))

@@ -62,6 +62,7 @@ def check_submission(
     _check_language(problem, language)
     _check_source(language, source, upload.solution)
     gpus = _gpu_types(gpu_types)
+    _check_devices(problem, gpus)
     if mode not in MODES:
         raise ValidationError({"mode": f"mode must be one of {', '.join(MODES)}"})
     evidence: dict[str, Any] = {}
@@ -146,6 +147,15 @@ def _check_source(language: str, source: str, solution: bool = False) -> None:
         )  # no runner job for a file with nothing to call
         if missing:
             raise ValidationError({"source": missing})
+
+
+def _check_devices(problem: Problem, gpus: list[GpuType]) -> None:
+    """A problem with no shape for the CPU development device (an import whose every shape needs
+    a GPU, docs/importing.md) takes GPU types only: the device would have nothing to run."""
+    development = any(gpu.development_device for gpu in gpus)
+    if development and not problem.shapes.filter(cpu=True, active=True).exists():
+        raise ValidationError({"gpu_types": f"{problem.name} has no shape the CPU development device runs "
+                                            "(every shape needs a GPU): name a GPU type"})
 
 
 def _gpu_types(keys: Sequence[str]) -> list[GpuType]:

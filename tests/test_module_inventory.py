@@ -37,7 +37,6 @@ STILL_UNTESTED = frozenset({
     "evaluator.harness.submission",
     "evaluator.harness.warm",
     "evaluator.importers.runtime",
-    "evaluator.importers.validate",
     "evaluator.problems._logits",
     "evaluator.problems._multi",
     "evaluator.problems._sampling",

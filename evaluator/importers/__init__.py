@@ -73,7 +73,9 @@ class ImportReport:
 
     @property
     def written(self) -> list[ProblemOutcome]:
-        return [item for item in self.problems if item.status in ("converted", "partial") and not self.dry_run]
+        return [
+            item for item in self.problems if item.status in ("converted", "partial") and not self.dry_run
+        ]
 
     @property
     def refused(self) -> list[ProblemOutcome]:
@@ -129,8 +131,14 @@ def discover(fmt: str, source: Path) -> list[Path]:
     return list(_converter(fmt).discover(source))
 
 
-def import_problems(fmt: str, source: Path, out: Path | None = None, options: Options | None = None,
-                    progress: Callable[[ProblemOutcome, int, int], None] | None = None, **legacy: Any) -> ImportReport:
+def import_problems(
+    fmt: str,
+    source: Path,
+    out: Path | None = None,
+    options: Options | None = None,
+    progress: Callable[[ProblemOutcome, int, int], None] | None = None,
+    **legacy: Any,
+) -> ImportReport:
     """Convert every problem of ``fmt`` found at ``source`` into ``out`` (see the module docstring);
     ``progress(outcome, done, total)`` is called as each problem finishes.
 
@@ -160,10 +168,25 @@ def _run(fmt: str, source: Path, folders: list[Path], target: Path, scratch: Pat
     from evaluator.importers.worker import Task
 
     planned = planned_names(fmt, folders, options.prefix)
-    tasks = [Task(format=fmt, folder=str(folder), root=str(source), target=str(target), scratch=str(scratch / str(i)),
-                  name=planned[i][0], prefix=options.prefix, atol=options.atol, rtol=options.rtol,
-                  replace=options.replace, source_repo=options.source_repo) for i, folder in enumerate(folders)]
-    budget = Budget(options.time_budget_s or Budget().seconds, options.memory_budget_mib or Budget().memory_mib)
+    tasks = [
+        Task(
+            format=fmt,
+            folder=str(folder),
+            root=str(source),
+            target=str(target),
+            scratch=str(scratch / str(i)),
+            name=planned[i][0],
+            prefix=options.prefix,
+            atol=options.atol,
+            rtol=options.rtol,
+            replace=options.replace,
+            source_repo=options.source_repo,
+        )
+        for i, folder in enumerate(folders)
+    ]
+    budget = Budget(
+        options.time_budget_s or Budget().seconds, options.memory_budget_mib or Budget().memory_mib
+    )
     results: dict[int, tuple[dict[str, Any], float]] = {}
     outcomes: list[ProblemOutcome] = []
     firsts: dict[str, tuple[str, str]] = {}  # group -> (digest, source) of its first problem

@@ -59,8 +59,10 @@ assert set(DTYPE_BYTES) == set(DTYPES)
 UNSUPPORTED_DTYPES = {
     "float8_e4m3fnuz": "AMD's fp8 format (MI300): no NVIDIA GPU computes it, so the task is AMD-only",
     "float8_e5m2fnuz": "AMD's fp8 format (MI300): no NVIDIA GPU computes it, so the task is AMD-only",
-    "float4_e2m1fn_x2": ("packed fp4 (two values a byte): SOLboard has no fp4 tensors yet, and the references "
-                         "that use them need Blackwell's block-scaled matmul, which the CPU cannot run to validate"),
+    "float4_e2m1fn_x2": (
+        "packed fp4 (two values a byte): SOLboard has no fp4 tensors yet, and the references "
+        "that use them need Blackwell's block-scaled matmul, which the CPU cannot run to validate"
+    ),
     "float4_e2m1": "fp4: SOLboard has no fp4 tensors yet",
 }
 
@@ -106,6 +108,11 @@ class Candidate:
     #: The languages it takes and its ``[ptx]`` table (``native_table``: set once the shapes are final).
     languages: list[str] = field(default_factory=lambda: ["python"])
     ptx: dict[str, Any] = field(default_factory=dict)
+    #: Why no shape fits the CPU, when none does (``flag_shapes``): every shape needs a GPU.
+    gpu_only: str | None = None
+    #: Set when the import widened the source's tolerance (``worker._widen_tolerance``): the factor,
+    #: the measured need, upstream's problem-level tolerance and why. None when it is upstream's.
+    widened: dict[str, Any] | None = None
 
     @property
     def counts_mode(self) -> str:
@@ -239,7 +246,7 @@ def assign_shape_ids(shapes: list[dict[str, Any]], axes: list[str]) -> None:
     else:
         ids = ["w" + hashlib.sha256(json.dumps({a: shape[a] for a in axes}).encode()).hexdigest()[:12]
                for shape in shapes]
-    for shape, ident in zip(shapes, ids):
+    for shape, ident in zip(shapes, ids, strict=False):
         shape["id"] = ident
 
 
@@ -251,19 +258,24 @@ def _initials(axis: str) -> str:
 def flag_shapes(candidate: Candidate) -> None:
     """Set ``cpu`` on the smallest shapes (at most CPU_SHAPES, each under CPU_SHAPE_MAX_BYTES,
     unranked ones first; the smallest one under CPU_SHAPE_HEAVY_BYTES when none is) and ``quick``
-    on the smallest of the others; refuse when no shape is small enough for the CPU self-check."""
+    on the smallest of the others; when no shape is small enough for the CPU self-check, none is
+    flagged and the problem needs a GPU (``_needs_gpu``)."""
     tensors = candidate.inputs + candidate.outputs
     sized = [(declared_bytes(tensors, {axis: shape[axis] for axis in candidate.axes}), index)
              for index, shape in enumerate(candidate.shapes)]
-    small = sorted((bool(candidate.shapes[i]["ranked"]), size, i) for size, i in sized if size <= CPU_SHAPE_MAX_BYTES)
+    small = sorted(
+        (bool(candidate.shapes[i]["ranked"]), size, i) for size, i in sized if size <= CPU_SHAPE_MAX_BYTES
+    )
     if not small:
         size, index = min(sized)
         if size > CPU_SHAPE_HEAVY_BYTES:
-            raise Refused(f"no shape is small enough for the CPU check (the smallest moves {size / 1e6:.1f} MB of "
-                          f"tensors; the limit is {CPU_SHAPE_HEAVY_BYTES / 2**20:.0f} MiB)")
+            _needs_gpu(candidate, size)
+            return
         small = [(False, size, index)]
-        candidate.notes.append(f"the CPU shape {candidate.shapes[index].get('id')} moves {size / 1e6:.0f} MB "
-                               "(every shape is larger than the usual 64 MiB): heavy for the CPU development device")
+        candidate.notes.append(
+            f"the CPU shape {candidate.shapes[index].get('id')} moves {size / 1e6:.0f} MB "
+            "(every shape is larger than the usual 64 MiB): heavy for the CPU development device"
+        )
     # a second CPU shape only near the first's size: the CPU checks run the reference several times,
     # and a shape 100x larger turns seconds into minutes (a CPU fp8 GEMM is emulated)
     cpu = {index for _, size, index in small[:CPU_SHAPES] if size <= CPU_SECOND_SHAPE_RATIO * small[0][1]}
@@ -273,6 +285,32 @@ def flag_shapes(candidate: Candidate) -> None:
     others = sorted((not candidate.shapes[i]["ranked"], size, i) for size, i in sized if i not in cpu)
     if others:
         candidate.shapes[others[0][2]]["quick"] = True
+
+
+def _needs_gpu(candidate: Candidate, smallest: int) -> None:
+    """No shape fits the CPU: every shape is flagged not ``cpu`` (the problem is checked under fake
+    tensors at import, for real on GPU runners only) and the problem says so; the smallest shape
+    is the quick one."""
+    why = (
+        f"every shape moves more than the CPU check's {CPU_SHAPE_HEAVY_BYTES / 2**20:.0f} MiB (the smallest "
+        f"{smallest / 1e6:.0f} MB) and the reference fixes the sizes that make it so"
+    )
+    candidate.gpu_only = why
+    candidate.description += (
+        f"\n\nNeeds a GPU: {why}. It is checked and ranked on GPU runners only; the CPU "
+        "development device does not run it."
+    )
+    sized = sorted(
+        (declared_bytes(candidate.inputs + candidate.outputs, {a: shape[a] for a in candidate.axes}), i)
+        for i, shape in enumerate(candidate.shapes)
+    )
+    for index, shape in enumerate(candidate.shapes):
+        shape["cpu"], shape["quick"] = False, index == sized[0][1]
+    candidate.notes.append(
+        f"needs a GPU: {why}; no CPU shape, so the CPU self-check and its float64 comparison "
+        "run on GPU runners only (benchmarks/import_gpu_check.sh), and the CPU development "
+        "device refuses its jobs"
+    )
 
 
 def majority(values: list[Any]) -> Any:
@@ -319,7 +357,12 @@ def rewrite_devices(source: str) -> tuple[str, int]:
             and node.end_col_offset is not None
         ):
             edits.append(
-                (node.end_lineno - 1, node.func.value.end_col_offset, node.end_col_offset, f".to({DEVICE_NAME})")
+                (
+                    node.end_lineno - 1,
+                    node.func.value.end_col_offset,
+                    node.end_col_offset,
+                    f".to({DEVICE_NAME})",
+                )
             )
     if not edits:
         return source, 0

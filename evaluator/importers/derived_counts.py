@@ -88,7 +88,9 @@ class ClassCounter(TorchDispatchMode):
         self.flops: dict[str, float] = defaultdict(float)
         self.attention_with_mask = False
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
+    ) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         self._count(func, args, kwargs, out)
@@ -124,7 +126,9 @@ def count_flops(call: Callable[[], Any]) -> tuple[dict[str, float], bool]:
     counter = ClassCounter()
     with counter:
         call()
-    return {key: float(value) for key, value in sorted(counter.flops.items()) if value > 0}, counter.attention_with_mask
+    return {
+        key: float(value) for key, value in sorted(counter.flops.items()) if value > 0
+    }, counter.attention_with_mask
 
 
 def compulsory_bytes(problem: Any, axes: dict[str, int]) -> float:

@@ -37,7 +37,14 @@ PYTHON_LANGUAGES = {"pytorch", "python", "triton", "cute_dsl", "cutile", "tilela
 NATIVE_SOLUTION_LANGUAGES = {"cuda", "cpp", "cuda_cpp", "c++", "cutlass"}
 #: What a PyTorch C++/CUDA extension (SOL-ExecBench's ``binding: torch``) contains and a SOLboard
 #: native kernel cannot: host code that allocates tensors and launches kernels, Python bindings.
-TORCH_EXTENSION_MARKS = ("torch/extension.h", "<torch/", "<ATen/", "<c10/", "PYBIND11_MODULE", "TORCH_LIBRARY")
+TORCH_EXTENSION_MARKS = (
+    "torch/extension.h",
+    "<torch/",
+    "<ATen/",
+    "<c10/",
+    "PYBIND11_MODULE",
+    "TORCH_LIBRARY",
+)
 #: A source of a native solution.json that holds its launch spec (else the .cu file's comment block).
 LAUNCH_SPEC_FILES = ("launch_spec.toml", "launch.toml")
 
@@ -96,15 +103,16 @@ def custom_kernel_adapter(custom_kernel: Any, problem: Any) -> Any:
     output_names = [spec.name for spec in problem.outputs]
 
     def kernel(*tensors: Any, **scalars: int) -> None:
-        inputs = dict(zip(input_names, tensors[:count]))
-        outputs = dict(zip(output_names, tensors[count:]))
+        inputs = dict(zip(input_names, tensors[:count], strict=False))
+        outputs = dict(zip(output_names, tensors[count:], strict=False))
         data = adapter.data(inputs, outputs, adapter.axes_of_call(inputs, outputs, scalars))
         result = custom_kernel(data)
         try:
             named = adapter.results(result, outputs, tensors[0] if tensors else None)
         except ValueError as error:
-            raise ForeignError(f"custom_kernel(data) must return the task's output_t ({', '.join(output_names)}): "
-                               f"{error}") from None
+            raise ForeignError(
+                f"custom_kernel(data) must return the task's output_t ({', '.join(output_names)}): {error}"
+            ) from None
         for name, value in named.items():
             if not same_memory(value, outputs[name]):
                 outputs[name].copy_(value.reshape(outputs[name].shape))
@@ -132,7 +140,11 @@ def parse_solution(text: str) -> dict[str, Any] | None:
         solution = json.loads(text)
     except ValueError:
         return None
-    if isinstance(solution, dict) and isinstance(solution.get("spec"), dict) and isinstance(solution.get("sources"), list):
+    if (
+        isinstance(solution, dict)
+        and isinstance(solution.get("spec"), dict)
+        and isinstance(solution.get("sources"), list)
+    ):
         return solution
     return None
 
@@ -152,9 +164,11 @@ def _entry(solution: dict[str, Any], problem: Any) -> tuple[str, str]:
     spec = solution["spec"]
     languages = solution_languages(solution)
     if not languages & PYTHON_LANGUAGES:
-        raise ForeignError(f"a solution.json in {', '.join(sorted(languages))} is a native kernel: the site takes it as "
-                           "a CUDA submission where it maps onto the problem's native ABI (docs/importing.md), and a "
-                           "runner never builds a PyTorch extension")
+        raise ForeignError(
+            f"a solution.json in {', '.join(sorted(languages))} is a native kernel: the site takes it as "
+            "a CUDA submission where it maps onto the problem's native ABI (docs/importing.md), and a "
+            "runner never builds a PyTorch extension"
+        )
     _check_definition(solution, problem)
     file_name, _, function = str(spec.get("entry_point", "")).partition("::")
     if not file_name.endswith(".py") or not function:
@@ -167,7 +181,9 @@ def _write_sources(solution: dict[str, Any]) -> Path:
     for source in solution["sources"]:
         relative = PurePosixPath(str(source.get("path", "")))
         if relative.is_absolute() or ".." in relative.parts or not relative.parts:
-            raise ForeignError(f"source path {source.get('path')!r} must be a relative path inside the solution")
+            raise ForeignError(
+                f"source path {source.get('path')!r} must be a relative path inside the solution"
+            )
         target = home.joinpath(*relative.parts)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(str(source.get("content", "")))
@@ -198,8 +214,8 @@ def solution_kernel(solution: dict[str, Any], problem: Any) -> Any:
     output_names = [spec.name for spec in problem.outputs]
 
     def kernel(*tensors: Any, **scalars: int) -> None:
-        args = adapter.call_args(dict(zip(input_names, tensors[:count])), scalars)
-        outputs = dict(zip(output_names, tensors[count:]))
+        args = adapter.call_args(dict(zip(input_names, tensors[:count], strict=False)), scalars)
+        outputs = dict(zip(output_names, tensors[count:], strict=False))
         if dps:
             entry(*args, *outputs.values())
             return
@@ -239,14 +255,18 @@ def native_solution(solution: dict[str, Any], problem: Any) -> NativeSolution | 
     files = {str(item.get("path", "")): str(item.get("content", "")) for item in solution["sources"]}
     kernels = [path for path in files if path.endswith(".cu")]
     if len(kernels) != 1:
-        raise ForeignError(f"a {shown} solution.json maps onto one CUDA C++ file (a .cu source), this one has "
-                           f"{len(kernels)}{': ' + ', '.join(kernels) if kernels else ''}; {_abi_hint(problem)}")
+        raise ForeignError(
+            f"a {shown} solution.json maps onto one CUDA C++ file (a .cu source), this one has "
+            f"{len(kernels)}{': ' + ', '.join(kernels) if kernels else ''}; {_abi_hint(problem)}"
+        )
     text = files[kernels[0]]
     marks = [mark for mark in TORCH_EXTENSION_MARKS if mark in text]
     if marks:
-        raise ForeignError(f"{kernels[0]} is a PyTorch extension ({', '.join(marks)}: host code that allocates and "
-                           "launches, Python bindings), which SOLboard does not build: a native submission is the "
-                           f"kernel alone, launched by the harness from a launch spec; {_abi_hint(problem)}")
+        raise ForeignError(
+            f"{kernels[0]} is a PyTorch extension ({', '.join(marks)}: host code that allocates and "
+            "launches, Python bindings), which SOLboard does not build: a native submission is the "
+            f"kernel alone, launched by the harness from a launch spec; {_abi_hint(problem)}"
+        )
     spec = next((files[name] for name in LAUNCH_SPEC_FILES if name in files), None)
     if spec is None and "solboard-launch:" not in text:
         raise ForeignError(f"{kernels[0]} has no launch spec (a `// solboard-launch:` comment block, or a "
@@ -260,5 +280,7 @@ def _abi_hint(problem: Any) -> str:
 
     abi = describe(from_problem(problem))
     parameters = ", ".join(f"{param.c_type} {param.name}" for param in abi.parameters)
-    return (f"write the kernel as `extern \"C\" __global__` with the parameters ({parameters}) and a launch spec "
-            f"(`solboard problem {problem.name} --launch-spec` prints one to start from)")
+    return (
+        f'write the kernel as `extern "C" __global__` with the parameters ({parameters}) and a launch spec '
+        f"(`solboard problem {problem.name} --launch-spec` prints one to start from)"
+    )

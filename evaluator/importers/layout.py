@@ -65,8 +65,10 @@ def probe_leaves(value: Any, what: str) -> tuple[str, list[Leaf]]:
         elif isinstance(item, _CONSTANT_TYPES):
             leaves.append(Leaf(path_text(path), value=item))
         else:
-            raise LayoutError(f"{what} holds a {type(item).__name__} at {where}: only tensors, tuples, lists, "
-                              "dicts and plain values (numbers, strings) convert")
+            raise LayoutError(
+                f"{what} holds a {type(item).__name__} at {where}: only tensors, tuples, lists, "
+                "dicts and plain values (numbers, strings) convert"
+            )
     try:
         text = pytree.treespec_dumps(spec)
     except Exception as error:

@@ -38,8 +38,12 @@ def planned_names(fmt: str, folders: list[Path], prefix: str = "") -> list[tuple
     """(name, group) per folder: the group is the name the definition asks for."""
     bases = [_base_name(fmt, folder, prefix) for folder in folders]
     planned: list[tuple[str | None, str | None]] = []
-    for folder, base in zip(folders, bases):
-        group = [other for other, other_base in zip(folders, bases) if base is not None and other_base == base]
+    for folder, base in zip(folders, bases, strict=False):
+        group = [
+            other
+            for other, other_base in zip(folders, bases, strict=False)
+            if base is not None and other_base == base
+        ]
         if base is None or group[0] == folder:
             planned.append((base, base))
         else:

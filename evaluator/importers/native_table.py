@@ -105,11 +105,14 @@ def _fixed_scalars(candidate: Candidate) -> tuple[dict[str, float], list[str], s
     names = unique([identifier(item["name"], "constant") for item in fixed], taken=_taken(candidate))
     constants: dict[str, float] = {}
     notes = []
-    for item, name in zip(fixed, names):
+    for item, name in zip(fixed, names, strict=False):
         value = item["value"]
         if _finite_float(value):
             constants[name] = value
-            notes.append(f"scalar input {item['name']!r} = {value!r} reaches native kernels as the fp32 constant {name}")
+            notes.append(
+                f"scalar input {item['name']!r} = {value!r} reaches native kernels as the fp32 "
+                f"constant {name}"
+            )
         else:
             notes.append(f"scalar input {item['name']!r} = {value!r} is fixed: a native kernel hard-codes it")
     return constants, notes, ""
@@ -119,7 +122,9 @@ def _data_constants(candidate: Candidate) -> tuple[dict[str, float], list[str], 
     """GPU MODE data values: the same at every shape (a float: an fp32 constant; otherwise the
     kernel hard-codes it), or equal to one axis at every shape (the kernel gets that scalar).
     One that is neither leaves a native kernel without a value it needs."""
-    slots = [slot for slot in candidate.adapter.get("data", {}).get("slots", []) if slot.get("role") == "constant"]
+    slots = [
+        slot for slot in candidate.adapter.get("data", {}).get("slots", []) if slot.get("role") == "constant"
+    ]
     if not slots:
         return {}, [], ""
     recorded = candidate.adapter.get("constants") or {}
@@ -136,23 +141,38 @@ def _data_constants(candidate: Candidate) -> tuple[dict[str, float], list[str], 
         if all(json.dumps(value) == json.dumps(values[0]) for value in values):
             if _finite_float(values[0]):
                 constants[name] = values[0]
-                notes.append(f"the data's value {name} = {values[0]!r} reaches native kernels as an fp32 constant")
+                notes.append(
+                    f"the data's value {name} = {values[0]!r} reaches native kernels as an fp32 constant"
+                )
             else:
-                notes.append(f"the data's value {name} = {values[0]!r} is the same at every shape: a native kernel "
-                             "hard-codes it")
+                notes.append(
+                    f"the data's value {name} = {values[0]!r} is the same at every shape: a native kernel "
+                    "hard-codes it"
+                )
             continue
         axis = _equal_axis(candidate.axes, rows, index)
         if axis is None:
-            return {}, notes, (f"the task's data holds a plain value ({name}: {', '.join(map(repr, values[:4]))}) "
-                               "that changes with the shape and is no axis, so a native kernel could not receive it")
-        notes.append(f"the data's value {name} equals the axis {axis} at every shape: native kernels get it as "
-                     "that scalar")
+            return (
+                {},
+                notes,
+                (
+                    f"the task's data holds a plain value ({name}: {', '.join(map(repr, values[:4]))}) "
+                    "that changes with the shape and is no axis, so a native kernel could not receive it"
+                ),
+            )
+        notes.append(
+            f"the data's value {name} equals the axis {axis} at every shape: native kernels get it as "
+            "that scalar"
+        )
     return constants, notes, ""
 
 
 def _equal_axis(axes: list[str], rows: list[tuple[dict[str, int], Any]], index: int) -> str | None:
     for axis in axes:
-        if all(isinstance(values[index], (int, bool)) and int(values[index]) == shape[axis] for shape, values in rows):
+        if all(
+            isinstance(values[index], (int, bool)) and int(values[index]) == shape[axis]
+            for shape, values in rows
+        ):
             return axis
     return None
 

@@ -56,9 +56,6 @@ def source_reference(folder: Path, import_root: Path, declared_repo: str | None 
         path = folder.relative_to(root).as_posix()
         return f"{repo}:{path}" + (f"@{commit[:12]}" if commit else "")
     base = import_root if import_root.is_dir() else import_root.parent
-    if folder == base or base in folder.parents:
-        path = folder.relative_to(base).as_posix()
-    else:
-        path = folder.name
+    path = folder.relative_to(base).as_posix() if folder == base or base in folder.parents else folder.name
     repo = declared_repo or base.name
     return f"{repo}:{path}" if path != "." else repo

@@ -9,8 +9,9 @@ Nothing in a task declares its tensors, so the conversion reads what it can from
 (``rk_task``: cheap refusals before any code runs), then runs the task's code (``rk_probe``):
 every spec under torch's fake tensors (structure, shapes, dtypes, the check's tolerance), the
 smallest for real to tell inputs from output buffers; ``rk_declare`` turns the probes into
-declared tensors and tolerances. The problem is named ``<set>_<task>`` (``pmpp_v2_vectoradd_py``), so tasks of the
-same name in two sets stay apart. docs/importing.md lists what each field becomes.
+declared tensors and tolerances. The problem is named ``<set>_<task>``
+(``pmpp_v2_vectoradd_py``), so tasks of the same name in two sets stay apart. docs/importing.md
+lists what each field becomes.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from evaluator.importers.rk_probe import (
     find_buffers,
     probe,
     probe_for_real,
+    unknown_tolerance,
 )
 from evaluator.importers.rk_task import (
     Parameters,
@@ -92,8 +94,10 @@ def convert(folder: Path, workdir: Path, *, prefix: str = "", atol: float | None
     probes, unprobed = _probe_specs(work, upstream)
     smallest = min(probes, key=Probe.data_bytes)
     if smallest.data_bytes() > CPU_SHAPE_HEAVY_BYTES:
-        raise Refused(f"no test or benchmark is small enough to run on the CPU (the smallest, {smallest.spec.where}, "
-                      f"holds {smallest.data_bytes() / 1e6:.0f} MB)")
+        raise Refused(
+            f"no test or benchmark is small enough to run on the CPU (the smallest, {smallest.spec.where}, "
+            f"holds {smallest.data_bytes() / 1e6:.0f} MB)"
+        )
     buffers = find_buffers(upstream, smallest.spec, smallest.data_spec, probes)
     return _candidate(work, probes, unprobed, buffers, prefix)
 
@@ -120,7 +124,9 @@ def _read(folder: Path, workdir: Path) -> _Task:
     if needed:
         raise Refused(f"generate_input needs {', '.join(needed)}, which no test or benchmark gives")
     if any(str(spec.values.get("seed", "")) for spec in specs):
-        notes.append("the seeds of task.yml's tests and benchmarks are not used: SOLboard seeds every call itself")
+        notes.append(
+            "the seeds of task.yml's tests and benchmarks are not used: SOLboard seeds every call itself"
+        )
     constant = declared_tolerance(tree, match_defaults(staged.get(f"{UPSTREAM}/utils.py")))
     return _Task(folder, task, staged, tree, parameters, specs, takes_seed="seed" in accepted or open_kwargs,
                  constant_tolerance=constant, dropped=dropped, notes=notes)
@@ -175,12 +181,14 @@ def _probe_specs(work: _Task, upstream: Upstream) -> tuple[list[Probe], list[Spe
                 unprobed.append(spec)
             continue
         if check and not probes and found.tolerances is None and work.tolerance_override is None:
-            raise Refused(f"tolerance unknown: {found.check_note}; give one with --atol and --rtol")
+            raise Refused(unknown_tolerance(found.check_note))
         probes.append(found)
     if not probes:
         if unprobed and not work.dropped:
-            raise Refused("no test or benchmark could run: fake tensors cannot follow the reference (values decide its "
-                          "work) and every spec's data is above the 64 MiB the CPU runs for real (a task for a GPU)")
+            raise Refused(
+                "no test or benchmark could run: fake tensors cannot follow the reference (values decide its "
+                "work) and every spec's data is above the 64 MiB the CPU runs for real (a task for a GPU)"
+            )
         raise Refused("no test or benchmark runs" + (f" ({work.dropped[-1]})" if work.dropped else ""))
     order = {id(spec): index for index, spec in enumerate(work.specs)}  # task.yml's order, for the shapes
     probes.sort(key=lambda found: order.get(id(found.spec), len(order)))
@@ -193,14 +201,18 @@ def _probe_one(work: _Task, upstream: Upstream, spec: Spec, check: bool) -> Prob
     from ``work.specs``)."""
     try:
         found, size = probe(upstream, spec, check)
-        if found is None and (size is None and not spec.ranked or size is not None and size <= CPU_SHAPE_MAX_BYTES):
+        if found is None and (
+            size is None and not spec.ranked or size is not None and size <= CPU_SHAPE_MAX_BYTES
+        ):
             found = probe_for_real(upstream, spec, check)
     except Refused:
         raise
     except Exception as error:
         if _out_of_memory(error):
             raise
-        work.dropped.append(f"{spec.where}: generate_input or ref_kernel fails: {type(error).__name__}: {error}")
+        work.dropped.append(
+            f"{spec.where}: generate_input or ref_kernel fails: {type(error).__name__}: {error}"
+        )
         work.specs.remove(spec)
         return None
     return found
@@ -215,16 +227,18 @@ def _one_structure(probes: list[Probe], dropped: list[str]) -> list[Probe]:
     are dropped (a parameter that changes a tensor's dtype, such as a mask of ones)."""
     keys = [signature(p.data_spec, p.data) + signature(p.result_spec, p.results) for p in probes]
     chosen = majority(keys)
-    for key, found in zip(keys, probes):
+    for key, found in zip(keys, probes, strict=False):
         if key != chosen:
             dropped.append(f"{found.spec.where}: its data has other tensors or dtypes than the other specs'")
-    return [found for key, found in zip(keys, probes) if key == chosen]
+    return [found for key, found in zip(keys, probes, strict=False) if key == chosen]
 
 
 # ---------------------------------------------------------------- the candidate
 
 
-def _candidate(work: _Task, probes: list[Probe], unprobed: list[Spec], buffers: Buffers, prefix: str) -> Candidate:
+def _candidate(
+    work: _Task, probes: list[Probe], unprobed: list[Spec], buffers: Buffers, prefix: str
+) -> Candidate:
     axis_order = work.parameters.axes
     if not axis_order:
         raise Refused("generate_input has no integer parameter: SOLboard needs at least one axis")
@@ -237,28 +251,48 @@ def _candidate(work: _Task, probes: list[Probe], unprobed: list[Spec], buffers: 
     for i in buffers.why:
         work.notes.append(f"data leaf {i} ({slots[i].name}) is an output buffer: {buffers.why[i]}")
     for i in sorted(buffers.unused - set(buffers.pairs.values())):
-        work.notes.append(f"data leaf {i} ({slots[i].name}) does not change the reference's result; it stays an input")
-    tolerance, per_output, per_shape = tolerances(work.constant_tolerance, work.tolerance_override, probes, outputs,
-                                                  work.notes)
+        work.notes.append(
+            f"data leaf {i} ({slots[i].name}) does not change the reference's result; it stays an input"
+        )
+    tolerance, per_output, per_shape = tolerances(
+        work.constant_tolerance, work.tolerance_override, probes, outputs, work.notes
+    )
     constants = _constants(probes, slots)
     shapes = _shapes(work, probes, per_shape) + _unprobed_shapes(work, unprobed, probes, bool(constants))
     set_name, task_name = work.folder.parent.name, work.folder.name
     layout_text = ", ".join(f"{slot.name} ({slot.role})" for slot in slots if slot.role != "constant")
-    description = "\n".join([
-        str(work.task.get("description") or task_name).strip(), "",
-        (f"Imported from GPU MODE reference-kernels task {set_name}/{task_name}. The upstream data holds "
-         f"{layout_text}; a kernel receives the inputs, then the outputs ({', '.join(outputs)}), and writes the "
-         "outputs in place (a submission.py with custom_kernel(data) is accepted as it is)."),
-    ]).strip()
+    description = "\n".join(
+        [
+            str(work.task.get("description") or task_name).strip(),
+            "",
+            (
+                f"Imported from GPU MODE reference-kernels task {set_name}/{task_name}. The upstream "
+                f"data holds {layout_text}; a kernel receives the inputs, then the outputs "
+                f"({', '.join(outputs)}), and writes the outputs in place (a submission.py with "
+                "custom_kernel(data) is accepted as it is)."
+            ),
+        ]
+    ).strip()
     return Candidate(
-        source=work.folder, format=FORMAT, upstream_name=f"{set_name}/{task_name}",
-        name=problem_name(f"{set_name}_{task_name}", prefix), title=f"{task_name} (GPU MODE {set_name})"[:200],
-        description=description, axes=axis_order, inputs=inputs_decl, outputs=outputs_decl,
-        tolerance=tolerance, output_tolerances=per_output, shapes=shapes,
+        source=work.folder,
+        format=FORMAT,
+        upstream_name=f"{set_name}/{task_name}",
+        name=problem_name(f"{set_name}_{task_name}", prefix),
+        title=f"{task_name} (GPU MODE {set_name})"[:200],
+        description=description,
+        axes=axis_order,
+        inputs=inputs_decl,
+        outputs=outputs_decl,
+        tolerance=tolerance,
+        output_tolerances=per_output,
+        shapes=shapes,
         baseline="the task's ref_kernel(data), its result copied into the outputs",
-        adapter=_adapter(work, first, slots, outputs, constants), files=work.staged,
-        counts_source=_counts_source(work.folder), distributions=work.parameters.distributions,
-        dropped=work.dropped, notes=list(dict.fromkeys(work.notes)),
+        adapter=_adapter(work, first, slots, outputs, constants),
+        files=work.staged,
+        counts_source=_counts_source(work.folder),
+        distributions=work.parameters.distributions,
+        dropped=work.dropped,
+        notes=list(dict.fromkeys(work.notes)),
     )
 
 
@@ -298,7 +332,13 @@ def _declare_tensors(work: _Task, probes: list[Probe], buffers: Buffers, slots: 
             spec = declare(name, picks, axis_order, hint_for(buffers.pairs[j]), work.notes)
         else:
             tensors = [[leaf for leaf in p.results if leaf.is_tensor] for p in probes]
-            spec = declare(name, [(p.axes, t[j]) for p, t in zip(probes, tensors)], axis_order, None, work.notes)
+            spec = declare(
+                name,
+                [(p.axes, t[j]) for p, t in zip(probes, tensors, strict=False)],
+                axis_order,
+                None,
+                work.notes,
+            )
         declared.append({**spec, "dtype": check_dtype(f"output {name!r}", spec["dtype"])})
     if not inputs:
         raise Refused("every data item is an output: the task has no input")
@@ -333,13 +373,17 @@ def _unprobed_shapes(work: _Task, unprobed: list[Spec], probes: list[Probe], has
         if constants_key(axes) in probed:
             continue
         if has_constants:
-            work.dropped.append(f"{spec.where}: fake tensors cannot follow its code and it is too big to run on the "
-                                "CPU, so its data's plain values are unknown")
+            work.dropped.append(
+                f"{spec.where}: fake tensors cannot follow its code and it is too big to run on the "
+                "CPU, so its data's plain values are unknown"
+            )
             continue
         shapes.setdefault(constants_key(axes), {**axes, "ranked": spec.ranked})["ranked"] |= spec.ranked
     if shapes:
-        work.notes.append("not probed under fake tensors (values decide its shapes; too big for the CPU), sizes "
-                          f"following the other specs': {', '.join(spec.where for spec in unprobed)}")
+        work.notes.append(
+            "not probed under fake tensors (values decide its shapes; too big for the CPU), sizes "
+            f"following the other specs': {', '.join(spec.where for spec in unprobed)}"
+        )
     return list(shapes.values())
 
 
@@ -368,12 +412,22 @@ def _adapter(work: _Task, first: Probe, slots: list[Any], outputs: list[str],
         values = {distribution_name(spec.values[selector]): spec.values[selector] for spec in work.specs}
     result_slots, names = [], iter(outputs)
     for leaf in first.results:
-        result_slots.append({"role": "output", "name": next(names)} if leaf.is_tensor else {"role": "constant"})
+        result_slots.append(
+            {"role": "output", "name": next(names)} if leaf.is_tensor else {"role": "constant"}
+        )
     return {
-        "format": FORMAT, "upstream": f"{UPSTREAM}/reference.py", "generate": "generate_input",
-        "reference": "ref_kernel", "task": f"{UPSTREAM}/task.py" if f"{UPSTREAM}/task.py" in work.staged else None,
-        "parameters": parameters, "distribution_parameter": selector, "distribution_values": values,
-        "data": {"spec": first.data_spec, "slots": [{"role": slot.role, "name": slot.name} for slot in slots]},
+        "format": FORMAT,
+        "upstream": f"{UPSTREAM}/reference.py",
+        "generate": "generate_input",
+        "reference": "ref_kernel",
+        "task": f"{UPSTREAM}/task.py" if f"{UPSTREAM}/task.py" in work.staged else None,
+        "parameters": parameters,
+        "distribution_parameter": selector,
+        "distribution_values": values,
+        "data": {
+            "spec": first.data_spec,
+            "slots": [{"role": slot.role, "name": slot.name} for slot in slots],
+        },
         "result": {"spec": first.result_spec, "slots": result_slots},
         "constants": constants,
     }

@@ -43,7 +43,8 @@ def _multiline(text: str) -> str:
 
 def _head(candidate: Candidate, version: int) -> list[str]:
     lines = [
-        f"# Written by `python -m evaluator import-problems --format {candidate.format}`: do not edit; import",
+        f"# Written by `python -m evaluator import-problems --format {candidate.format}`: "
+        "do not edit; import",
         "# again with --replace (docs/importing.md).",
         f"name = {toml_value(candidate.name)}",
         f"title = {toml_value(candidate.title)}",
@@ -73,7 +74,18 @@ def _tensors(candidate: Candidate) -> list[str]:
 
 def _tolerance(candidate: Candidate) -> list[str]:
     tolerance = candidate.tolerance
-    lines = ["", f"# From {candidate.format}: see the [import] notes.", "[tolerance]"]
+    if candidate.widened:
+        upstream = candidate.widened["upstream"]
+        factors = candidate.widened["factors"]
+        lines = [
+            "",
+            f"# From {candidate.format}, widened at import (atol x{factors['atol']:.3g}, rtol "
+            f"x{factors['rtol']:.3g}): upstream's atol {upstream['atol']:g}, rtol {upstream['rtol']:g}",
+            "# is tighter than the reference's own rounding ([import] upstream_tolerance, notes).",
+            "[tolerance]",
+        ]
+    else:
+        lines = ["", f"# From {candidate.format}: see the [import] notes.", "[tolerance]"]
     lines += [f"{key} = {toml_value(float(tolerance[key]))}" for key in ("atol", "rtol", "matched_ratio")]
     for output, values in candidate.output_tolerances.items():
         lines += ["", f"[tolerance.{_key(output)}]"]
@@ -89,7 +101,9 @@ def _ptx_table(candidate: Candidate) -> list[str]:
     lines += [f"{key} = {toml_value(value)}" for key, value in candidate.ptx.items() if key != "constants"]
     if candidate.ptx.get("constants"):
         lines += ["", "[ptx.constants]"]
-        lines += [f"{_key(name)} = {toml_value(float(value))}" for name, value in candidate.ptx["constants"].items()]
+        lines += [
+            f"{_key(name)} = {toml_value(float(value))}" for name, value in candidate.ptx["constants"].items()
+        ]
     return lines
 
 
@@ -103,9 +117,21 @@ def _import_table(candidate: Candidate) -> list[str]:
         f"source_sha256 = {toml_value(candidate.source_digest)}",
         f"converter_version = {CONVERTER_VERSION}",
         f"counts = {toml_value(candidate.counts_mode)}",
+        f"tolerance = {toml_value('widened' if candidate.widened else 'upstream')}",
+        *([f"gpu_only = {toml_value(candidate.gpu_only)}"] if candidate.gpu_only else []),
+        *_widened(candidate),
         f"dropped = {toml_value(candidate.dropped)}",
         f"notes = {toml_value(candidate.notes)}",
     ]
+
+
+def _widened(candidate: Candidate) -> list[str]:
+    """Upstream's tolerance and the factor every tolerance was widened by, when it was."""
+    if not candidate.widened:
+        return []
+    upstream = {key: float(value) for key, value in candidate.widened["upstream"].items()}
+    factors = {key: float(value) for key, value in candidate.widened["factors"].items()}
+    return [f"tolerance_factors = {toml_value(factors)}", f"upstream_tolerance = {toml_value(upstream)}"]
 
 
 def _shapes(candidate: Candidate) -> list[str]:
@@ -113,7 +139,11 @@ def _shapes(candidate: Candidate) -> list[str]:
     for shape in candidate.shapes:
         lines += ["", "[[shapes]]", f"id = {toml_value(str(shape['id']))}"]
         lines += [f"{_key(axis)} = {toml_value(int(shape[axis]))}" for axis in candidate.axes]
-        flags = {"ranked": candidate.ranked(shape), "quick": bool(shape.get("quick")), "cpu": bool(shape.get("cpu"))}
+        flags = {
+            "ranked": candidate.ranked(shape),
+            "quick": bool(shape.get("quick")),
+            "cpu": bool(shape.get("cpu")),
+        }
         lines += [f"{flag} = {toml_value(flags[flag])}" for flag in SHAPE_FLAGS]
         if shape.get("tolerance"):
             lines.append(f"tolerance = {toml_value({k: float(v) for k, v in shape['tolerance'].items()})}")
@@ -143,7 +173,9 @@ def counts(axes: dict[str, int]) -> Counts:
     return Counts(flops={{}}, bytes=0.0)
 '''
 
-DERIVED_COUNTS = '''"""Counts of {name}: DERIVED automatically at import (docs/importing.md, "Derived counts").
+DERIVED_COUNTS = (
+    '''"""Counts of {name}: DERIVED automatically at import (docs/importing.md, '''
+    '''"Derived counts").
 
 {method}
 
@@ -171,6 +203,7 @@ def counts(axes: dict[str, int]) -> Counts:
     row = DERIVED[key]
     return Counts(flops=dict(row["flops"]), bytes=float(row["bytes"]))
 '''
+)
 
 
 def render_counts(candidate: Candidate) -> str:
@@ -182,7 +215,9 @@ def render_counts(candidate: Candidate) -> str:
     for shape in candidate.shapes:
         row = candidate.derived.get(str(shape["id"]))
         if row is not None:
-            key = json.dumps(dict(sorted((axis, int(shape[axis])) for axis in candidate.axes)), separators=(",", ":"))
+            key = json.dumps(
+                dict(sorted((axis, int(shape[axis])) for axis in candidate.axes)), separators=(",", ":")
+            )
             rows[key] = {"flops": row["flops"], "bytes": row["bytes"]}
     table = json.dumps(rows, indent=4, sort_keys=True)
     method = "The reference is the upstream code of this problem; see problem.toml's [import] notes."

@@ -35,7 +35,9 @@ class ReferenceKernelsAdapter(Adapter):
             kwargs[selector] = self.spec["distribution_values"][distribution]
         return kwargs
 
-    def upstream_data(self, axes: dict[str, int], seed: int, device: str | torch.device, distribution: str) -> Any:
+    def upstream_data(
+        self, axes: dict[str, int], seed: int, device: str | torch.device, distribution: str
+    ) -> Any:
         """The upstream ``generate_input`` result, drawn on ``device`` with this (upstream) seed."""
         generate = getattr(self.upstream, self.spec.get("generate", "generate_input"))
         with on_device(self.family, device, seed), torch.no_grad():
@@ -45,16 +47,20 @@ class ReferenceKernelsAdapter(Adapter):
         self, axes: dict[str, int], seed: int, device: str | torch.device, distribution: str = "upstream"
     ) -> dict[str, torch.Tensor]:
         self._check_distribution(distribution)
-        data = self.upstream_data(axes, self._seed(seed, distribution, axes, "generate_input"), device, distribution)
+        data = self.upstream_data(
+            axes, self._seed(seed, distribution, axes, "generate_input"), device, distribution
+        )
         leaves = flatten(data)
         slots = self.spec["data"]["slots"]
         if len(leaves) != len(slots):
             raise ValueError(f"generate_input gave {len(leaves)} values where the import saw {len(slots)}")
         inputs = {}
-        for slot, item in zip(slots, leaves):
+        for slot, item in zip(slots, leaves, strict=False):
             if slot["role"] == "input":
                 if not isinstance(item, torch.Tensor):
-                    raise ValueError(f"generate_input: {slot['name']} is a {type(item).__name__}, not a tensor")
+                    raise ValueError(
+                        f"generate_input: {slot['name']} is a {type(item).__name__}, not a tensor"
+                    )
                 inputs[slot["name"]] = item.to(device).contiguous()
         return inputs
 
@@ -68,19 +74,25 @@ class ReferenceKernelsAdapter(Adapter):
             raise ValueError(f"no recorded constants at {key}: the task's data has plain values per shape")
         return list(table[key])
 
-    def data(self, inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], axes: dict[str, int]) -> Any:
+    def data(
+        self, inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], axes: dict[str, int]
+    ) -> Any:
         """The upstream data structure holding these inputs and output buffers."""
         return rebuild(self.spec["data"], {**inputs, **outputs}, self.constants(axes))
 
-    def results(self, value: Any, outputs: dict[str, torch.Tensor], like: torch.Tensor | None) -> dict[str, torch.Tensor]:
+    def results(
+        self, value: Any, outputs: dict[str, torch.Tensor], like: torch.Tensor | None
+    ) -> dict[str, torch.Tensor]:
         """ref_kernel's (or custom_kernel's) result by output name, reshaped to the buffers."""
         slots = [slot for slot in self.spec["result"]["slots"] if slot["role"] != "constant"]
-        tensors = [item for item in flatten(value) if not isinstance(item, (bool, int, float, str, type(None)))]
+        tensors = [
+            item for item in flatten(value) if not isinstance(item, (bool, int, float, str, type(None)))
+        ]
         if len(tensors) != len(slots):
             raise ValueError(f"the result holds {len(tensors)} tensors, not the {len(slots)} outputs "
                              f"({', '.join(slot['name'] for slot in slots if slot['role'] == 'output')})")
         named = {}
-        for slot, item in zip(slots, tensors):
+        for slot, item in zip(slots, tensors, strict=False):
             if slot["role"] != "output":
                 continue
             tensor = self._output(slot["name"], item, like)
@@ -98,15 +110,23 @@ class ReferenceKernelsAdapter(Adapter):
             result = reference(self.data(inputs, outputs, axes))
         return self.results(result, outputs, like)
 
-    def buffers(self, axes: dict[str, int], device: torch.device, wide: bool = False) -> dict[str, torch.Tensor]:
+    def buffers(
+        self, axes: dict[str, int], device: torch.device, wide: bool = False
+    ) -> dict[str, torch.Tensor]:
         return {
-            spec.name: torch.zeros(spec.concrete_shape(axes), device=device,
-                                   dtype=widened(torch.empty(0, dtype=getattr(torch, spec.dtype))).dtype if wide
-                                   else getattr(torch, spec.dtype))
+            spec.name: torch.zeros(
+                spec.concrete_shape(axes),
+                device=device,
+                dtype=widened(torch.empty(0, dtype=getattr(torch, spec.dtype))).dtype
+                if wide
+                else getattr(torch, spec.dtype),
+            )
             for spec in self.problem.outputs
         }
 
-    def _results(self, inputs: dict[str, torch.Tensor], axes: dict[str, int], wide: bool) -> dict[str, torch.Tensor]:
+    def _results(
+        self, inputs: dict[str, torch.Tensor], axes: dict[str, int], wide: bool
+    ) -> dict[str, torch.Tensor]:
         device = self._device_of(inputs.values())
         tensors = {name: widened(value) if wide else value for name, value in inputs.items()}
         return self._call(tensors, self.buffers(axes, device, wide), axes)

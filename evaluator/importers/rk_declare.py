@@ -15,12 +15,14 @@ from typing import Any
 
 from evaluator.importers.common import Refused, identifier, majority, unique
 from evaluator.importers.layout import Leaf, constants_key
-from evaluator.importers.rk_probe import Buffers, Probe
+from evaluator.importers.rk_probe import Buffers, Probe, unknown_tolerance
 
 Values = list[tuple[dict[str, int], int]]
 
 
-def infer_dim(values: Values, axis_order: list[str], used: list[str], hint: str | None = None) -> tuple[str | int, str]:
+def infer_dim(
+    values: Values, axis_order: list[str], used: list[str], hint: str | None = None
+) -> tuple[str | int, str]:
     """How one dimension follows the axes over the probed specs: (dimension, note). When several
     axes fit every spec, ``hint`` (the parameter generate_input's source sizes it with) decides,
     else the first axis the tensor does not use yet."""
@@ -29,7 +31,9 @@ def infer_dim(values: Values, axis_order: list[str], used: list[str], hint: str 
         if hint in matches:
             return str(hint), ""
         chosen = ([axis for axis in matches if axis not in used] or matches)[0]
-        note = f"matches axes {', '.join(matches)} in every shape; {chosen} chosen" if len(matches) > 1 else ""
+        note = (
+            f"matches axes {', '.join(matches)} in every shape; {chosen} chosen" if len(matches) > 1 else ""
+        )
         return chosen, note
     sizes = {size for _, size in values}
     if len(sizes) == 1:
@@ -67,7 +71,9 @@ def _product(first: str, second: str) -> Size:
 
 
 def _ratio(first: str, second: str) -> Size:
-    return lambda axes: axes[first] // axes[second] if axes[second] and axes[first] % axes[second] == 0 else None
+    return lambda axes: (
+        axes[first] // axes[second] if axes[second] and axes[first] % axes[second] == 0 else None
+    )
 
 
 def _difference(first: str, second: str, offset: int) -> Size:
@@ -91,7 +97,9 @@ def _forms(axis_order: list[str]) -> Iterator[Form]:
             yield f"{first}*{second}", _product(first, second)
             yield f"{first}/{second}", _ratio(first, second)
             for offset in range(-2, 3):
-                text = f"{first} - {second}" + (f" + {offset}" if offset > 0 else f" - {-offset}" if offset else "")
+                text = f"{first} - {second}" + (
+                    f" + {offset}" if offset > 0 else f" - {-offset}" if offset else ""
+                )
                 yield text, _difference(first, second, offset)
 
 
@@ -170,7 +178,10 @@ def declare(label: str, picks: list[tuple[dict[str, int], Leaf]], axis_order: li
 
 
 def _strictest(tolerances: list[dict[str, float]]) -> dict[str, float]:
-    return {"atol": min(item["atol"] for item in tolerances), "rtol": min(item["rtol"] for item in tolerances)}
+    return {
+        "atol": min(item["atol"] for item in tolerances),
+        "rtol": min(item["rtol"] for item in tolerances),
+    }
 
 
 def tolerances(constant: dict[str, float] | None, given: dict[str, float] | None, probes: list[Probe],
@@ -180,12 +191,14 @@ def tolerances(constant: dict[str, float] | None, given: dict[str, float] | None
     of make_match_reference, else what check_implementation compared at each probe, else ``given``
     (--atol/--rtol)."""
     if constant is not None:
-        notes.append("tolerance read from make_match_reference: atol {atol:g}, rtol {rtol:g}".format(**constant))
+        notes.append(
+            "tolerance read from make_match_reference: atol {atol:g}, rtol {rtol:g}".format(**constant)
+        )
         return {**constant, "matched_ratio": 1.0}, {}, {}
     missing = [p for p in probes if p.tolerances is None]
     if missing:
         if given is None:
-            raise Refused(f"tolerance unknown: {missing[0].check_note}; give one with --atol and --rtol")
+            raise Refused(unknown_tolerance(missing[0].check_note))
         notes.append(f"tolerance atol {given['atol']:g}, rtol {given['rtol']:g} given on the command line "
                      f"({missing[0].check_note})")
         return {**given, "matched_ratio": 1.0}, {}, {}
@@ -193,19 +206,26 @@ def tolerances(constant: dict[str, float] | None, given: dict[str, float] | None
     if all(item == lists[0] for item in lists):
         return _per_output(notes, lists[0], outputs)
     per_shape: dict[str, dict[str, float]] = {}
-    for p, items in zip(probes, lists):
+    for p, items in zip(probes, lists, strict=False):
         key = constants_key(p.axes)
         per_shape[key] = _strictest([*items, per_shape[key]] if key in per_shape else items)
     common = majority(list(per_shape.values()))
-    notes.append("tolerance read from check_implementation at each shape (it depends on the size): "
-                      + "; ".join(f"{key}: atol {v['atol']:.3g}, rtol {v['rtol']:.3g}" for key, v in per_shape.items()))
+    notes.append(
+        "tolerance read from check_implementation at each shape (it depends on the size): "
+        + "; ".join(f"{key}: atol {v['atol']:.3g}, rtol {v['rtol']:.3g}" for key, v in per_shape.items())
+    )
     return {**common, "matched_ratio": 1.0}, {}, {key: v for key, v in per_shape.items() if v != common}
 
 
 def _per_output(notes: list[str], items: list[dict[str, float]], outputs: list[str]
                 ) -> tuple[dict[str, float], dict[str, dict[str, float]], dict[str, dict[str, float]]]:
     common = majority(items)
-    per_output = {name: item for name, item in zip(outputs, items) if item != common}
-    notes.append("tolerance read from check_implementation: " + ", ".join(
-        f"{name} atol {item['atol']:g}, rtol {item['rtol']:g}" for name, item in zip(outputs, items)))
+    per_output = {name: item for name, item in zip(outputs, items, strict=False) if item != common}
+    notes.append(
+        "tolerance read from check_implementation: "
+        + ", ".join(
+            f"{name} atol {item['atol']:g}, rtol {item['rtol']:g}"
+            for name, item in zip(outputs, items, strict=False)
+        )
+    )
     return {**common, "matched_ratio": 1.0}, per_output, {}

@@ -21,7 +21,9 @@ DEFAULT_RTOL, DEFAULT_ATOL = 1e-5, 1e-8
 #: task.yml fields: read, or knowingly not carried over (with the reason the report gives).
 NOT_CARRIED = {
     "config": "the task's eval.py is replaced by SOLboard's harness",
-    "templates": "submission templates are not carried over (SOLboard accepts the task's custom_kernel(data) as is)",
+    "templates": (
+        "submission templates are not carried over (SOLboard accepts the task's custom_kernel(data) as is)"
+    ),
     "test_timeout": "SOLboard's stage limits apply",
     "benchmark_timeout": "SOLboard's stage limits apply",
     "ranked_timeout": "SOLboard's stage limits apply",
@@ -46,7 +48,9 @@ def read_task(folder: Path) -> dict[str, Any]:
     if str(task.get("lang", "py")) != "py":
         raise Refused(f"lang {task.get('lang')!r}: only Python tasks (lang: py) convert")
     if task.get("multi_gpu"):
-        raise Refused("multi-GPU task: not converted (SOLboard's multi-GPU contract differs, docs/multigpu.md)")
+        raise Refused(
+            "multi-GPU task: not converted (SOLboard's multi-GPU contract differs, docs/multigpu.md)"
+        )
     return task
 
 
@@ -107,9 +111,11 @@ def check_contract(tree: ast.Module) -> None:
     missing = [name for name in ("generate_input", "ref_kernel") if name not in defined]
     if missing:
         others = ", ".join(sorted(name for name in defined if not name.startswith("_"))) or "none"
-        raise Refused(f"reference.py defines no {' and no '.join(missing)}(): not the reference-kernels contract "
-                      f"(generate_input(**spec) -> data, ref_kernel(data) -> output; its functions: {others}); "
-                      "write the task in that form to import it")
+        raise Refused(
+            f"reference.py defines no {' and no '.join(missing)}(): not the reference-kernels contract "
+            f"(generate_input(**spec) -> data, ref_kernel(data) -> output; its functions: {others}); "
+            "write the task in that form to import it"
+        )
 
 
 def parameters_of(function: ast.FunctionDef) -> tuple[list[str], set[str], bool]:
@@ -118,7 +124,11 @@ def parameters_of(function: ast.FunctionDef) -> tuple[list[str], set[str], bool]
     positional = arguments.posonlyargs + arguments.args
     names = [arg.arg for arg in positional] + [arg.arg for arg in arguments.kwonlyargs]
     required = {arg.arg for arg in positional[: len(positional) - len(arguments.defaults)]}
-    required |= {arg.arg for arg, default in zip(arguments.kwonlyargs, arguments.kw_defaults) if default is None}
+    required |= {
+        arg.arg
+        for arg, default in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=False)
+        if default is None
+    }
     return names, required, arguments.kwarg is not None
 
 
@@ -141,7 +151,9 @@ def match_defaults(utils_source: str | None) -> dict[str, float]:
     if function is None:
         return found
     arguments = function.args.posonlyargs + function.args.args
-    for arg, default in zip(arguments[len(arguments) - len(function.args.defaults):], function.args.defaults):
+    for arg, default in zip(
+        arguments[len(arguments) - len(function.args.defaults) :], function.args.defaults, strict=False
+    ):
         value = _constant(default)
         if arg.arg in found and value is not None:
             found[arg.arg] = value
@@ -154,7 +166,9 @@ def declared_tolerance(tree: ast.Module, defaults: dict[str, float]) -> dict[str
     for node in tree.body:
         if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
             continue
-        if not any(isinstance(target, ast.Name) and target.id == "check_implementation" for target in node.targets):
+        if not any(
+            isinstance(target, ast.Name) and target.id == "check_implementation" for target in node.targets
+        ):
             continue
         func = node.value.func
         name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
@@ -186,7 +200,11 @@ def names_from_source(tree: ast.Module, count: int) -> list[str | None]:
             return [param]
     generate = defined.get("generate_input")
     for node in ast.walk(generate) if generate is not None else []:
-        if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) and len(node.value.elts) == count:
+        if (
+            isinstance(node, ast.Return)
+            and isinstance(node.value, ast.Tuple)
+            and len(node.value.elts) == count
+        ):
             return [_base_name(item) for item in node.value.elts]
     return [None] * count
 
@@ -309,18 +327,26 @@ def classify(specs: list[Spec], dropped: list[str], notes: list[str]) -> tuple[P
         keys += [key for key in spec.values if key != "seed" and key not in keys]
     parameters = Parameters()
     strings = [key for key in keys if all(isinstance(spec.values.get(key, ""), str) for spec in specs)]
-    selector = next((key for key in strings if key in DISTRIBUTION_NAMES), strings[0] if len(strings) == 1 else None)
+    selector = next(
+        (key for key in strings if key in DISTRIBUTION_NAMES), strings[0] if len(strings) == 1 else None
+    )
     for key in keys:
         specs = _with_key(specs, key, dropped)
         values = [spec.values[key] for spec in specs]
         if key == selector:
             parameters.distribution_parameter = key
             parameters.distributions = list(dict.fromkeys(distribution_name(value) for value in values))
-            notes.append(f"parameter {key} selects the input distribution: {', '.join(parameters.distributions)}")
+            notes.append(
+                f"parameter {key} selects the input distribution: {', '.join(parameters.distributions)}"
+            )
         elif all(isinstance(value, bool) for value in values):
-            parameters.items.append({"name": key, "kind": "axis", "axis": identifier(key, "axis"), "type": "bool"})
+            parameters.items.append(
+                {"name": key, "kind": "axis", "axis": identifier(key, "axis"), "type": "bool"}
+            )
         elif all(isinstance(value, int) and not isinstance(value, bool) for value in values):
-            parameters.items.append({"name": key, "kind": "axis", "axis": identifier(key, "axis"), "type": "int"})
+            parameters.items.append(
+                {"name": key, "kind": "axis", "axis": identifier(key, "axis"), "type": "int"}
+            )
         else:
             specs = _fix(parameters, key, specs, dropped, notes)
     if not parameters.distributions:
@@ -337,12 +363,16 @@ def _with_key(specs: list[Spec], key: str, dropped: list[str]) -> list[Spec]:
     return kept
 
 
-def _fix(parameters: Parameters, key: str, specs: list[Spec], dropped: list[str], notes: list[str]) -> list[Spec]:
+def _fix(
+    parameters: Parameters, key: str, specs: list[Spec], dropped: list[str], notes: list[str]
+) -> list[Spec]:
     chosen = majority([spec.values[key] for spec in specs])
     for spec in specs:
         if spec.values[key] != chosen:
-            dropped.append(f"{spec.where}: {key} = {spec.values[key]!r} (only {key} = {chosen!r} kept: SOLboard's "
-                           "axes are integers)")
+            dropped.append(
+                f"{spec.where}: {key} = {spec.values[key]!r} (only {key} = {chosen!r} kept: SOLboard's "
+                "axes are integers)"
+            )
     parameters.items.append({"name": key, "kind": "fixed", "value": chosen})
     notes.append(f"parameter {key} is fixed at {chosen!r}")
     return [spec for spec in specs if spec.values[key] == chosen]

@@ -100,7 +100,9 @@ def _default_device() -> str:
 
 
 @contextmanager
-def on_device(modules: list[ModuleType], device: str | torch.device, seed: int | None = None) -> Iterator[None]:
+def on_device(
+    modules: list[ModuleType], device: str | torch.device, seed: int | None = None
+) -> Iterator[None]:
     """Upstream code runs with its device name set to ``device`` and, when ``seed`` is given, with
     the global generators seeded from it and restored afterwards (upstream code that draws from
     torch's global generator stays deterministic and leaves the caller's streams alone)."""
@@ -113,7 +115,11 @@ def on_device(modules: list[ModuleType], device: str | torch.device, seed: int |
         if seed is None:
             yield
             return
-        cuda = [dev.index if dev.index is not None else torch.cuda.current_device()] if dev.type == "cuda" else []
+        cuda = (
+            [dev.index if dev.index is not None else torch.cuda.current_device()]
+            if dev.type == "cuda"
+            else []
+        )
         with torch.random.fork_rng(devices=cuda):
             torch.manual_seed(seed)
             yield
@@ -194,14 +200,18 @@ class Adapter:
                 return tensor.device
         return torch.device("cpu")
 
-    def _results(self, inputs: dict[str, torch.Tensor], axes: dict[str, int], wide: bool) -> dict[str, torch.Tensor]:
+    def _results(
+        self, inputs: dict[str, torch.Tensor], axes: dict[str, int], wide: bool
+    ) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
     def reference(self, inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> dict[str, torch.Tensor]:
         """The upstream reference in its own precision, as float64."""
         return {name: value.to(torch.float64) for name, value in self._results(inputs, axes, False).items()}
 
-    def independent_reference(self, inputs: dict[str, torch.Tensor], axes: dict[str, int]) -> dict[str, torch.Tensor]:
+    def independent_reference(
+        self, inputs: dict[str, torch.Tensor], axes: dict[str, int]
+    ) -> dict[str, torch.Tensor]:
         """The upstream reference on float64 copies of the floating inputs: the second formulation
         the self-check holds the baseline to (code that fixes its own dtypes stays as it is)."""
         return {name: value.to(torch.float64) for name, value in self._results(inputs, axes, True).items()}
@@ -209,8 +219,10 @@ class Adapter:
     def baseline(self, *tensors: torch.Tensor, **scalars: int) -> None:
         """The reference's results copied into the outputs (destination-passing style)."""
         count = len(self.problem.inputs)
-        inputs = {spec.name: tensor for spec, tensor in zip(self.problem.inputs, tensors[:count])}
-        outputs = dict(zip((spec.name for spec in self.problem.outputs), tensors[count:]))
+        inputs = {
+            spec.name: tensor for spec, tensor in zip(self.problem.inputs, tensors[:count], strict=False)
+        }
+        outputs = dict(zip((spec.name for spec in self.problem.outputs), tensors[count:], strict=False))
         for name, value in self._into(inputs, outputs, scalars).items():
             if not same_memory(value, outputs[name]):
                 outputs[name].copy_(value.reshape(outputs[name].shape))

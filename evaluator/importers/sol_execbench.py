@@ -86,7 +86,9 @@ def convert(folder: Path, workdir: Path, *, prefix: str = "", atol: float | None
     _check_imports(workdir)
     records = _records(work, workdir)
     parameters, scalar_args, records = _scalars(work, records)
-    axes = list(work.definition["axes"]) + [name for name in scalar_args if name not in work.definition["axes"]]
+    axes = list(work.definition["axes"]) + [
+        name for name in scalar_args if name not in work.definition["axes"]
+    ]
     tolerance, shapes = _shapes(work, records, axes)
     candidate = _candidate(work, prefix, axes, parameters, scalar_args, tolerance, shapes, rewritten)
     _add_cpu_shape(work, workdir, candidate)
@@ -104,21 +106,26 @@ def _add_cpu_shape(work: _Definition, workdir: Path, candidate: Candidate) -> No
                    key=lambda values: declared_bytes(tensors, values))
 
     def cost(axes: dict[str, int]) -> float | None:
-        return fake_cost(workdir, UPSTREAM_REFERENCE, candidate.adapter, candidate.inputs, axes, candidate.outputs)
+        return fake_cost(
+            workdir, UPSTREAM_REFERENCE, candidate.adapter, candidate.inputs, axes, candidate.outputs
+        )
 
     flops = cost(smallest)
     if declared_bytes(tensors, smallest) <= CPU_SHAPE_MAX_BYTES and (flops is None or flops <= CPU_FLOPS_MAX):
         return
-    axes = small_shape(work.definition, work.const, work.var, work.expr, candidate.shapes, candidate.axes, tensors,
-                       cost)
+    axes = small_shape(
+        work.definition, work.const, work.var, work.expr, candidate.shapes, candidate.axes, tensors, cost
+    )
     if axes is None:
         return
     candidate.shapes.append({**{axis: axes[axis] for axis in candidate.axes}, "ranked": False})
     changed = [axis for axis in [*work.var, *work.const] if axes[axis] != smallest[axis]]
     shown = ", ".join(f"{axis} {axes[axis]}" for axis in changed)
-    candidate.notes.append(f"every workload is too big for the CPU checks: an extra unranked CPU shape ({shown}) is "
-                           "not among the workloads" + ("; it changes constant sizes of the definition"
-                                                         if set(changed) & set(work.const) else ""))
+    candidate.notes.append(
+        f"every workload is too big for the CPU checks: an extra unranked CPU shape ({shown}) is "
+        "not among the workloads"
+        + ("; it changes constant sizes of the definition" if set(changed) & set(work.const) else "")
+    )
 
 
 def _check_imports(workdir: Path) -> None:
@@ -151,8 +158,10 @@ def _read(folder: Path) -> _Definition:
     tensors = [key for key, spec in inputs.items() if spec.get("shape") is not None]
     scalars = [key for key, spec in inputs.items() if spec.get("shape") is None]
     if not tensors:
-        raise Refused(f"no tensor input: every input is a scalar ({', '.join(scalars) or 'none'}), and SOLboard's "
-                      "kernels take their inputs as tensors")
+        raise Refused(
+            f"no tensor input: every input is a scalar ({', '.join(scalars) or 'none'}), and SOLboard's "
+            "kernels take their inputs as tensors"
+        )
     for key in scalars:
         check_dtype(f"scalar input {key!r}", str(inputs[key].get("dtype")))
     return _Definition(folder, definition, source, const, var, expr, tensors, scalars, entry, notes=notes)
@@ -200,11 +209,17 @@ def _sources(work: _Definition, given: dict[str, Any]) -> tuple[dict[str, str], 
             elif kind == "custom" and work.entry:
                 scalars[key] = _CUSTOM
             else:
-                raise ValueError(f"scalar input {key!r} is {kind!r}: only fixed values and custom_inputs_entrypoint's convert")
+                raise ValueError(
+                    f"scalar input {key!r} is {kind!r}: only fixed values and custom_inputs_entrypoint's "
+                    "convert"
+                )
         elif kind in ("random", "custom"):
             kinds[key] = kind
         elif kind == "safetensors":
-            raise ValueError(f"input {key!r} comes from a safetensors file, which the dataset ships apart (not carried over)")
+            raise ValueError(
+                f"input {key!r} comes from a safetensors file, which the dataset ships apart: a data "
+                "dependency (SOLboard draws every input from a generator and reads none from files)"
+            )
         else:
             raise ValueError(f"input {key!r} has source {kind!r}")
     if "custom" in kinds.values() and not work.entry:
@@ -230,19 +245,25 @@ def _custom_scalars(work: _Definition, workdir: Path, records: list[dict[str, An
         try:
             with FakeTensorMode(allow_non_fake_inputs=True), on_device(family, "cpu", 1):
                 produced = dict(entry({**record["axes"], **known}, torch.device("cpu")))
-        except Exception as error:  # noqa: BLE001 - values decide: run it for real, where it is small
+        except Exception as error:  # values decide: run it for real, where it is small
             if not fake_limit(error) or _workload_bytes(work, record["axes"]) > CPU_SHAPE_MAX_BYTES:
-                raise Refused(f"custom_inputs_entrypoint gives scalar input(s) {', '.join(wanted)} from values "
-                              f"(workload {record['uuid']}, too big to run on the CPU): {type(error).__name__}") from None
+                raise Refused(
+                    f"custom_inputs_entrypoint gives scalar input(s) {', '.join(wanted)} from values "
+                    f"(workload {record['uuid']}, too big to run on the CPU): {type(error).__name__}"
+                ) from None
             with on_device(family, "cpu", 1):
                 produced = dict(entry({**record["axes"], **known}, torch.device("cpu")))
         for key in wanted:
             value = produced.get(key)
             if isinstance(value, torch.Tensor) or not isinstance(value, (bool, int, float)):
-                raise Refused(f"custom_inputs_entrypoint gives scalar input {key!r} as a {type(value).__name__}: "
-                              "only plain numbers convert")
+                raise Refused(
+                    f"custom_inputs_entrypoint gives scalar input {key!r} as a {type(value).__name__}: "
+                    "only plain numbers convert"
+                )
             record["scalars"][key] = value
-    work.notes.append(f"scalar input(s) {', '.join(sorted(names))} come from custom_inputs_entrypoint: read per workload")
+    work.notes.append(
+        f"scalar input(s) {', '.join(sorted(names))} come from custom_inputs_entrypoint: read per workload"
+    )
 
 
 def _workload_bytes(work: _Definition, axes: dict[str, int]) -> int:
@@ -250,7 +271,9 @@ def _workload_bytes(work: _Definition, axes: dict[str, int]) -> int:
     return declared_bytes(specs, axes)
 
 
-def _keep_common(work: _Definition, records: list[dict[str, Any]], key: str, label: str, reason: str) -> list[dict[str, Any]]:
+def _keep_common(
+    work: _Definition, records: list[dict[str, Any]], key: str, label: str, reason: str
+) -> list[dict[str, Any]]:
     """The workloads whose ``key`` has the most common value; the others are reported."""
     chosen = majority([record[key] for record in records])
     for record in records:
@@ -259,7 +282,9 @@ def _keep_common(work: _Definition, records: list[dict[str, Any]], key: str, lab
     return [record for record in records if record[key] == chosen]
 
 
-def _scalars(work: _Definition, records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]]]:
+def _scalars(
+    work: _Definition, records: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]]]:
     """Integers and booleans become axes passed as keyword ints; a float is fixed at its most
     common value (a kernel receives no float scalars), the other workloads dropped."""
     parameters: list[dict[str, Any]] = []
@@ -277,13 +302,17 @@ def _scalars(work: _Definition, records: list[dict[str, Any]]) -> tuple[list[dic
             scalar_args.append(key)
             for record in records:  # a scalar the definition also lists as an axis keeps that axis's value
                 record["axes"].setdefault(key, int(record["scalars"][key]))
-            work.notes.append(f"scalar input {key!r} ({kind}) is an axis, passed to the kernel as the keyword {key}=...")
+            work.notes.append(
+                f"scalar input {key!r} ({kind}) is an axis, passed to the kernel as the keyword {key}=..."
+            )
             continue
         chosen = majority(values)
         for record in records:
             if record["scalars"][key] != chosen:
-                work.dropped.append(f"workload {record['uuid']}: scalar {key} = {record['scalars'][key]!r} (only "
-                                    f"{key} = {chosen!r} kept: a kernel receives no float scalars)")
+                work.dropped.append(
+                    f"workload {record['uuid']}: scalar {key} = {record['scalars'][key]!r} (only "
+                    f"{key} = {chosen!r} kept: a kernel receives no float scalars)"
+                )
         records = [record for record in records if record["scalars"][key] == chosen]
         parameters.append({"name": key, "kind": "fixed", "value": chosen})
         work.notes.append(f"scalar input {key!r} is fixed at {chosen!r}: a Python kernel does not receive it")
@@ -304,7 +333,9 @@ def _strictest(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
             "matched_ratio": max(a["matched_ratio"], b["matched_ratio"])}
 
 
-def _shapes(work: _Definition, records: list[dict[str, Any]], axes: list[str]) -> tuple[dict[str, float], list[dict[str, Any]]]:
+def _shapes(
+    work: _Definition, records: list[dict[str, Any]], axes: list[str]
+) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """(the problem's tolerance: the most common; the shapes, each with its own where it differs)."""
     shapes: dict[str, dict[str, Any]] = {}
     for record in records:
@@ -312,8 +343,10 @@ def _shapes(work: _Definition, records: list[dict[str, Any]], axes: list[str]) -
         own = _solboard_tolerance(record["tolerance"])
         key = constants_key(values)
         if key in shapes:
-            work.dropped.append(f"workload {record['uuid']}: same shape as another workload (the stricter tolerance "
-                                "of the two is kept)")
+            work.dropped.append(
+                f"workload {record['uuid']}: same shape as another workload (the stricter tolerance "
+                "of the two is kept)"
+            )
             shapes[key]["tolerance"] = _strictest(shapes[key]["tolerance"], own)
             continue
         shapes[key] = {**values, "ranked": True, "tolerance": own, "uuid": record["uuid"]}
@@ -335,8 +368,10 @@ def _tolerance_notes(work: _Definition, records: list[dict[str, Any]]) -> None:
     if len(distinct) > 1:
         work.notes.append(f"{len(distinct)} different workload tolerances: each shape keeps its own")
     if not all(record["tolerance"].get("allow_negative_inf") for record in records):
-        work.notes.append("SOLboard accepts an output of -inf (or +inf, NaN) where the reference has the same value; "
-                          "SOL-ExecBench without allow_negative_inf fails any non-finite value")
+        work.notes.append(
+            "SOLboard accepts an output of -inf (or +inf, NaN) where the reference has the same value; "
+            "SOL-ExecBench without allow_negative_inf fails any non-finite value"
+        )
 
 
 def _candidate(work: _Definition, prefix: str, axes: list[str], parameters: list[dict[str, Any]],
@@ -353,15 +388,31 @@ def _candidate(work: _Definition, prefix: str, axes: list[str], parameters: list
         outputs.append(tensor("output", key, spec, definition["axes"]))
     counts_path = work.folder / "counts.py"
     return Candidate(
-        source=work.folder, format=FORMAT, upstream_name=upstream, name=problem_name(upstream, prefix),
-        title=f"{upstream} (SOL-ExecBench)"[:200], description=_description(definition, parameters),
-        axes=axes, inputs=inputs, outputs=outputs, tolerance=tolerance, shapes=shapes,
+        source=work.folder,
+        format=FORMAT,
+        upstream_name=upstream,
+        name=problem_name(upstream, prefix),
+        title=f"{upstream} (SOL-ExecBench)"[:200],
+        description=_description(definition, parameters),
+        axes=axes,
+        inputs=inputs,
+        outputs=outputs,
+        tolerance=tolerance,
+        shapes=shapes,
         baseline="the SOL-ExecBench reference run(), its results copied into the outputs",
-        adapter={"format": FORMAT, "upstream": UPSTREAM_REFERENCE, "op_type": definition.get("op_type"),
-                 "custom_entrypoint": work.entry, "parameters": parameters, "outputs": list(definition["outputs"])},
+        adapter={
+            "format": FORMAT,
+            "upstream": UPSTREAM_REFERENCE,
+            "op_type": definition.get("op_type"),
+            "custom_entrypoint": work.entry,
+            "parameters": parameters,
+            "outputs": list(definition["outputs"]),
+        },
         files={UPSTREAM_REFERENCE: rewritten},
         counts_source=counts_path.read_text() if counts_path.is_file() else None,
-        scalar_args=scalar_args, dropped=work.dropped, notes=work.notes,
+        scalar_args=scalar_args,
+        dropped=work.dropped,
+        notes=work.notes,
     )
 
 
@@ -372,12 +423,15 @@ def _description(definition: dict[str, Any], parameters: list[dict[str, Any]]) -
     lines.append(f"Imported from SOL-ExecBench definition {definition['name']}"
                  + (f" ({', '.join(extras)})" if extras else "") + ".")
     for title, specs in (("Inputs", definition.get("inputs") or {}), ("Outputs", definition["outputs"])):
-        described = [f"{key}: {spec['description']}" for key, spec in specs.items() if spec.get("description")]
+        described = [
+            f"{key}: {spec['description']}" for key, spec in specs.items() if spec.get("description")
+        ]
         if described:
             lines.append(f"{title}: " + "; ".join(described) + ".")
     fixed = [f"{item['name']} = {item['value']!r}" for item in parameters if item["kind"] == "fixed"]
     if fixed:
-        lines.append("Fixed scalars (not passed to a Python kernel; a native kernel gets a float one as an fp32 "
-                     "constant; a solution.json's entry point receives them): "
-                     + ", ".join(fixed) + ".")
+        lines.append(
+            "Fixed scalars (not passed to a Python kernel; a native kernel gets a float one as an fp32 "
+            "constant; a solution.json's entry point receives them): " + ", ".join(fixed) + "."
+        )
     return "\n".join(lines)

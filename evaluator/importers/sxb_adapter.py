@@ -52,12 +52,14 @@ class SolExecBenchAdapter(Adapter):
         if isinstance(result, (tuple, list)):
             if len(result) != len(names):
                 raise ValueError(f"the reference returned {len(result)} values for outputs {names}")
-            return {name: self._output(name, value, like) for name, value in zip(names, result)}
+            return {name: self._output(name, value, like) for name, value in zip(names, result, strict=False)}
         if len(names) != 1:
             raise ValueError(f"the reference returned one value for outputs {names}")
         return {names[0]: self._output(names[0], result, like)}
 
-    def custom_inputs(self, axes: dict[str, int], seed: int, device: Any, distribution: str) -> dict[str, Any]:
+    def custom_inputs(
+        self, axes: dict[str, int], seed: int, device: Any, distribution: str
+    ) -> dict[str, Any]:
         """The definition's custom_inputs_entrypoint at these axes (tensors and custom scalars)."""
         entry = getattr(self.upstream, self.spec["custom_entrypoint"])
         with on_device(self.family, device, self._seed(seed, distribution, axes, "custom_inputs")):
@@ -81,12 +83,21 @@ class SolExecBenchAdapter(Adapter):
             else:
                 gen = torch.Generator(device=device)
                 gen.manual_seed(derived_seed(seed, distribution, axes, spec.name))
-                tensor = random_input(spec.name, spec.concrete_shape(axes), getattr(torch, spec.dtype), device, gen,
-                                      item.get("description"), self.spec.get("op_type"))
+                tensor = random_input(
+                    spec.name,
+                    spec.concrete_shape(axes),
+                    getattr(torch, spec.dtype),
+                    device,
+                    gen,
+                    item.get("description"),
+                    self.spec.get("op_type"),
+                )
             inputs[spec.name] = tensor.contiguous()
         return inputs
 
-    def _results(self, inputs: dict[str, torch.Tensor], axes: dict[str, int], wide: bool) -> dict[str, torch.Tensor]:
+    def _results(
+        self, inputs: dict[str, torch.Tensor], axes: dict[str, int], wide: bool
+    ) -> dict[str, torch.Tensor]:
         like = next(iter(inputs.values()), None)
         tensors = {name: widened(value) if wide else value for name, value in inputs.items()}
         with on_device(self.family, like.device if like is not None else "cpu"), torch.no_grad():

@@ -32,7 +32,9 @@ def small_shape(definition: dict[str, Any], const: dict[str, int], var: list[str
     ``cost`` is the reference's flops at some axes under fake tensors (None where it refuses them):
     a step is kept only where it makes the shape cheaper and the reference takes it."""
     constraints = [str(item) for item in definition.get("constraints") or []]
-    current = min(({axis: shape[axis] for axis in axes} for shape in shapes), key=lambda v: declared_bytes(tensors, v))
+    current = min(
+        ({axis: shape[axis] for axis in axes} for shape in shapes), key=lambda v: declared_bytes(tensors, v)
+    )
     scalars = {axis: current[axis] for axis in axes if axis not in definition["axes"]}
     fixed, trials = dict(const), [0]
 
@@ -53,7 +55,10 @@ def small_shape(definition: dict[str, Any], const: dict[str, int], var: list[str
             trial_var = {name: current[name] for name in var} | ({axis: value} if axis in var else {})
             trial_const = fixed | ({axis: value} if axis in const else {})
             try:
-                candidate = {**resolve({"axes": trial_var}, trial_const, var, expr, constraints, set()), **scalars}
+                candidate = {
+                    **resolve({"axes": trial_var}, trial_const, var, expr, constraints, set()),
+                    **scalars,
+                }
             except ValueError:
                 continue
             found = weight(candidate)
@@ -87,14 +92,18 @@ def fake_cost(workdir: Path, upstream: str, adapter: dict[str, Any], inputs: lis
                        for p in adapter["parameters"] if p["kind"] != "tensor"}
             custom = {}
             if adapter.get("custom_entrypoint"):
-                custom = dict(getattr(module, adapter["custom_entrypoint"])({**axes, **scalars}, torch.device("cpu")))
+                custom = dict(
+                    getattr(module, adapter["custom_entrypoint"])({**axes, **scalars}, torch.device("cpu"))
+                )
             args = []
             for parameter in adapter["parameters"]:
                 name = parameter["name"]
                 if parameter["kind"] != "tensor":
                     args.append(scalars[name])
                 elif parameter["source"] == "custom":
-                    if tuple(custom[name].shape) != tuple(dim_size(dim, axes) for dim in declared[name]["shape"]):
+                    if tuple(custom[name].shape) != tuple(
+                        dim_size(dim, axes) for dim in declared[name]["shape"]
+                    ):
                         return None
                     args.append(custom[name])
                 else:
@@ -103,7 +112,7 @@ def fake_cost(workdir: Path, upstream: str, adapter: dict[str, Any], inputs: lis
                                             dtype=getattr(torch, spec["dtype"])))
             result: list[Any] = []
             flops, _ = count_flops(lambda: result.append(module.run(*args)))
-    except Exception:  # noqa: BLE001 - the reference refuses these sizes (or needs real values)
+    except Exception:  # the reference refuses these sizes (or needs real values)
         return None
     if outputs is not None and not _outputs_as_declared(result[0], outputs, axes):
         return None
@@ -119,7 +128,7 @@ def _outputs_as_declared(result: Any, outputs: list[dict[str, Any]], axes: dict[
         values = list(result) if isinstance(result, (tuple, list)) else [result]
     if len(values) != len(outputs):
         return False
-    for value, spec in zip(values, outputs):
+    for value, spec in zip(values, outputs, strict=False):
         shape = tuple(getattr(value, "shape", ()))
         if shape != tuple(dim_size(dim, axes) for dim in spec["shape"]):
             return False

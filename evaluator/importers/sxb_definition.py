@@ -22,7 +22,9 @@ TOLERANCE_ALIASES = {"required_match_ratio": "required_matched_ratio", "atol": "
 
 def workload_tolerance(workload: dict[str, Any]) -> dict[str, Any]:
     """The workload's tolerance with SOL-ExecBench's defaults filled in (both spellings read)."""
-    given = {TOLERANCE_ALIASES.get(key, key): value for key, value in (workload.get("tolerance") or {}).items()}
+    given = {
+        TOLERANCE_ALIASES.get(key, key): value for key, value in (workload.get("tolerance") or {}).items()
+    }
     return {**DEFAULT_TOLERANCE, **given}
 
 
@@ -121,7 +123,11 @@ def read_workloads(folder: Path, dropped: list[str]) -> list[dict[str, Any]]:
 
 
 def resolve(
-    workload: dict[str, Any], const: dict[str, int], var: list[str], expr: dict[str, str], constraints: list[str],
+    workload: dict[str, Any],
+    const: dict[str, int],
+    var: list[str],
+    expr: dict[str, str],
+    constraints: list[str],
     unchecked: set[str],
 ) -> dict[str, int]:
     """Every axis of one workload, or ValueError saying why the workload cannot be used. A

@@ -13,9 +13,22 @@ from typing import Any
 import torch
 
 # integers in a fixed range, and name heuristics for inputs whose meaning the name gives away.
-_INT_RANGES = {torch.uint8: (0, 256), torch.int8: (-128, 128), torch.int16: (-1024, 1024), torch.int32: (-1024, 1024),
-               torch.int64: (-1024, 1024)}
-_WEIGHT_SUFFIXES = ("_weight", "_weights", "_proj", "_projs", "_proj_weight", "_proj_weights", "_weight_matrix")
+_INT_RANGES = {
+    torch.uint8: (0, 256),
+    torch.int8: (-128, 128),
+    torch.int16: (-1024, 1024),
+    torch.int32: (-1024, 1024),
+    torch.int64: (-1024, 1024),
+}
+_WEIGHT_SUFFIXES = (
+    "_weight",
+    "_weights",
+    "_proj",
+    "_projs",
+    "_proj_weight",
+    "_proj_weights",
+    "_weight_matrix",
+)
 _NORM_SUFFIXES = ("_norm", "_layernorm", "layernorm")
 _MASK_NAMES = ("x_mask", "text_mask", "aspect_ratio_mask", "drop_mask", "attention_mask")
 _COS_SIN = ("cos", "sin", "cos_cached", "sin_cached", "rope_cos", "rope_sin")
@@ -66,8 +79,11 @@ def _heuristic(
         angle = randn(like=torch.float32).clamp_(-math.pi, math.pi)
         return (torch.cos(angle) if "cos" in name else torch.sin(angle)).to(dtype)
     stripped = name.rstrip("0123456789")
-    if name in _POSITIVE or name.endswith(("_rstd", "_std", "_variance", "_var")) or stripped in _POSITIVE or (
-        stripped.endswith(("_rstd", "_std", "_var"))
+    if (
+        name in _POSITIVE
+        or name.endswith(("_rstd", "_std", "_variance", "_var"))
+        or stripped in _POSITIVE
+        or (stripped.endswith(("_rstd", "_std", "_var")))
     ):
         return randn().abs() + 0.1
     decay = {"A_cumsum": (-0.1, 0.0), "A_log": (-5.0, -1.0), "A": (-1.0, -0.001), "g": (-5.0, 0.0)}
@@ -101,7 +117,11 @@ def random_input(
         if dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
             value = torch.randn(shape, dtype=dtype, device=device, generator=gen)
         elif dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
-            value = torch.randn(shape, dtype=torch.float32, device=device, generator=gen).clamp_(-2.0, 2.0).to(dtype)
+            value = (
+                torch.randn(shape, dtype=torch.float32, device=device, generator=gen)
+                .clamp_(-2.0, 2.0)
+                .to(dtype)
+            )
         elif dtype is torch.bool:
             value = torch.randint(0, 2, shape, device=device, generator=gen).to(torch.bool)
         elif dtype in _INT_RANGES:

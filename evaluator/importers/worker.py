@@ -88,7 +88,7 @@ def run(task: Task) -> dict[str, Any]:
         result.reason = str(error)
     except MemoryError:
         result.reason = "ran out of memory (the import's memory budget, --memory-budget)"
-    except (Exception, SystemExit) as error:  # noqa: BLE001 - upstream code fails in any way: reported
+    except (Exception, SystemExit) as error:  # upstream code fails in any way: reported
         result.reason = f"{type(error).__name__}: {error}"
     if result.reason is not None:
         result.status = "refused"
@@ -144,14 +144,63 @@ def _write_validated(candidate: Candidate, staged: Path, version: int) -> None:
     derive = candidate.counts_source is None
     write_folder(candidate, staged, version)
     checked = check_shapes(staged, derive)
-    if _lighter_cpu_shapes(candidate, checked, load(staged)):
-        write_folder(candidate, staged, version)
-    check_cpu(staged, checked)
+    if candidate.gpu_only is None:
+        if _lighter_cpu_shapes(candidate, checked, load(staged)):
+            write_folder(candidate, staged, version)
+        check_cpu(staged, checked)
+    elif len(checked.underived) == len(candidate.shapes):
+        raise Refused(
+            f"no shape can be checked here: {candidate.gpu_only}, and fake tensors cannot follow its "
+            "reference (its work depends on values)"
+        )
     candidate.notes += checked.notes
+    widened = checked.shortfall is not None
+    if widened:
+        _widen_tolerance(candidate, checked.shortfall)
     if derive:
         _adopt_derived(candidate, checked)
+    if derive or widened:
         write_folder(candidate, staged, version)
     check_counts(load(staged))
+
+
+def _widen_tolerance(candidate: Candidate, shortfall: Any) -> None:
+    """Every tolerance of the problem (its own, per output, per shape) widened as the float64
+    measurement asks (``independent.widening``: atol alone, or atol and rtol; Refused when nothing
+    helps); upstream's figures stay in ``candidate.widened`` and the description says why
+    (docs/importing.md)."""
+    from evaluator.importers.independent import SAFETY_FACTOR, widening
+
+    factors = widening(shortfall)
+
+    def scaled(table: dict[str, float]) -> dict[str, float]:
+        return {
+            key: (float(f"{value * factors[key]:.3g}") if key in factors else value)
+            for key, value in table.items()
+        }
+
+    upstream = dict(candidate.tolerance)
+    candidate.tolerance = scaled(candidate.tolerance)
+    candidate.output_tolerances = {name: scaled(table) for name, table in candidate.output_tolerances.items()}
+    for shape in candidate.shapes:
+        if shape.get("tolerance"):
+            shape["tolerance"] = scaled(shape["tolerance"])
+    if factors["rtol"] == 1.0:
+        how = (f"Every atol here is upstream's x{factors['atol']:.3g} (the least factor that passes, "
+               f"{shortfall.need_atol:.3g}, times a safety factor of {SAFETY_FACTOR:g}); rtol is upstream's")
+    else:
+        how = (
+            f"Every atol and rtol here is upstream's x{factors['atol']:.3g} (the least factor that passes, "
+            f"{shortfall.need:.3g}, times a safety factor of {SAFETY_FACTOR:g})"
+        )
+    why = (
+        f"upstream's tolerance (atol {upstream['atol']:g}, rtol {upstream['rtol']:g}, matched ratio "
+        f"{upstream['matched_ratio']:g}) is tighter than the reference's own rounding: "
+        f"{shortfall.text()}. {how}"
+    )
+    candidate.widened = {"factors": factors, "upstream": upstream, "why": why}
+    candidate.description = f"{candidate.description}\n\nTolerance widened at import: {why}."
+    candidate.notes.append(f"tolerance widened: {why}")
 
 
 def _shape_flops(problem: Any, checked: Any) -> dict[str, float]:
@@ -165,7 +214,7 @@ def _shape_flops(problem: Any, checked: Any) -> dict[str, float]:
 def _total_flops(problem: Any, shape: Any) -> float | None:
     try:
         return float(problem.counts(dict(shape.axes)).total_flops)
-    except Exception:  # noqa: BLE001 - check_counts reports a broken counts.py
+    except Exception:  # check_counts reports a broken counts.py
         return None
 
 
@@ -183,14 +232,18 @@ def _lighter_cpu_shapes(candidate: Candidate, checked: Any, problem: Any) -> boo
                    if str(shape["id"]) in flops and flops[str(shape["id"])] <= CPU_FLOPS_MAX
                    and declared_bytes(tensors, {a: shape[a] for a in candidate.axes}) <= CPU_SHAPE_MAX_BYTES)
     if not light:
-        candidate.notes.append(f"the CPU shapes compute more than {CPU_FLOPS_MAX:.0e} flops: the CPU checks are slow")
+        candidate.notes.append(
+            f"the CPU shapes compute more than {CPU_FLOPS_MAX:.0e} flops: the CPU checks are slow"
+        )
         return False
     chosen = {index for _, index in light[:2]}
     for index, shape in enumerate(candidate.shapes):
         shape["cpu"] = index in chosen
         if index in chosen:
             shape["quick"] = False
-    candidate.notes.append("CPU shapes chosen by flops (the smallest in bytes compute too much for the CPU checks)")
+    candidate.notes.append(
+        "CPU shapes chosen by flops (the smallest in bytes compute too much for the CPU checks)"
+    )
     return True
 
 
@@ -203,9 +256,13 @@ def _adopt_derived(candidate: Candidate, checked: Any) -> None:
         candidate.notes.append("derived counts: attention with a mask tensor is counted in full at "
                                f"{', '.join(checked.masked_attention)} (a kernel may skip masked blocks)")
     if candidate.derived:
-        candidate.notes.append("counts derived from the reference (flops by class, compulsory bytes): rankable")
+        candidate.notes.append(
+            "counts derived from the reference (flops by class, compulsory bytes): rankable"
+        )
     else:
-        candidate.dropped.append("ranking: counts missing and not derivable: not rankable (every shape is unranked)")
+        candidate.dropped.append(
+            "ranking: counts missing and not derivable: not rankable (every shape is unranked)"
+        )
 
 
 def placement(candidate: Candidate, target: Path, replace: bool) -> tuple[int, bool]:
@@ -225,8 +282,13 @@ def placement(candidate: Candidate, target: Path, replace: bool) -> tuple[int, b
     if (stored.get("format"), stored.get("upstream_name")) != (candidate.format, candidate.upstream_name):
         raise Refused(f"{existing.parent.name} holds another problem ({stored.get('format')} "
                       f"{stored.get('upstream_name')}); import this one with --prefix")
-    if stored.get("source_sha256") == candidate.source_digest and stored.get("converter_version") == CONVERTER_VERSION:
+    if (
+        stored.get("source_sha256") == candidate.source_digest
+        and stored.get("converter_version") == CONVERTER_VERSION
+    ):
         return int(meta.get("version", 1)), True
     if not replace:
-        raise Refused(f"{existing.parent.name} exists with another meaning; import with --replace to replace it")
+        raise Refused(
+            f"{existing.parent.name} exists with another meaning; import with --replace to replace it"
+        )
     return int(meta.get("version", 1)) + 1, False

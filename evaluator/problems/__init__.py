@@ -279,8 +279,9 @@ class Problem:
     def select_shapes(self, which: str, device: str = "cuda") -> tuple[Shape, ...]:
         """``all``, ``quick`` (the shapes flagged quick) or ``ranked``.
 
-        On the CPU development device only shapes flagged ``cpu`` exist (every problem has some):
-        it checks correctness and the harness, never ranks.
+        On the CPU development device only shapes flagged ``cpu`` exist (every native problem has
+        some; an import whose every shape needs a GPU has none): it checks correctness and the
+        harness, never ranks.
         """
         if device == CPU:
             return tuple(shape for shape in self.shapes if shape.cpu)

@@ -77,12 +77,16 @@ def rk_task(set_folder: Path, task: str, *, reference: str, tests: list[dict[str
     return folder
 
 
+def run_module(module: str, *args: str, imported: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m module args`` from the repository, with ``imported`` as the imported problems' folder."""
+    env = {**os.environ, IMPORTED_DIR_ENV: str(imported)}
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+
+
 def run_harness(problem: str, submission: Path, imported: Path) -> dict[str, Any]:
     """The CPU harness's report of ``submission`` on an imported problem (``evaluator run``)."""
-    env = {**os.environ, IMPORTED_DIR_ENV: str(imported)}
-    result = subprocess.run(
-        [sys.executable, "-m", "evaluator", "run", problem, str(submission), "--device", "cpu", "--json"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
-    )
+    result = run_module("evaluator", "run", problem, str(submission), "--device", "cpu", "--json",
+                        imported=imported)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout)

@@ -18,7 +18,7 @@ import pytest
 
 from evaluator.importers import import_problems
 from evaluator.problems import load_problem
-from tests.evaluator.import_sources import rk_task, sxb_definition, workload
+from tests.evaluator.import_sources import rk_task, run_module, sxb_definition, workload
 
 SCALE = """
 import torch
@@ -37,7 +37,9 @@ def scale_rows(folder: Path, **changes: Any) -> Path:
         "inputs": {"x": {"shape": ["rows", "cols"], "dtype": "float32"}},
         "outputs": {"y": {"shape": ["rows", "cols"], "dtype": "float32"}},
         "reference": SCALE,
-        "workloads": [workload(f"w{n}", {"rows": n}, tolerance=tol) for n, tol in zip(rows, tolerances)],
+        "workloads": [
+            workload(f"w{n}", {"rows": n}, tolerance=tol) for n, tol in zip(rows, tolerances, strict=True)
+        ],
     }
     arguments.update(changes)
     return sxb_definition(folder, **arguments)
@@ -49,7 +51,10 @@ def only(report: Any) -> Any:
 
 
 def test_every_workload_keeps_its_own_tolerance(tmp_path: Path) -> None:
-    loose, strict = {"max_atol": 0.5, "max_rtol": 0.25, "required_match_ratio": 0.95}, {"max_atol": 1e-3, "max_rtol": 2e-3}
+    loose, strict = (
+        {"max_atol": 0.5, "max_rtol": 0.25, "required_match_ratio": 0.95},
+        {"max_atol": 1e-3, "max_rtol": 2e-3},
+    )
     folder = scale_rows(tmp_path / "src" / "scale", tolerances=[strict, loose, loose])
     item = only(import_problems("sol-execbench", folder, tmp_path / "out"))
     assert item.status == "converted" and item.shapes == 3, (item.reason, item.dropped)
@@ -63,7 +68,9 @@ def test_every_workload_keeps_its_own_tolerance(tmp_path: Path) -> None:
 
 
 def test_shape_ids_are_short_and_stable_whatever_the_axes(tmp_path: Path) -> None:
-    constants = {f"a_rather_long_constant_axis_name_number_{i}": {"type": "const", "value": 1} for i in range(8)}
+    constants = {
+        f"a_rather_long_constant_axis_name_number_{i}": {"type": "const", "value": 1} for i in range(8)
+    }
     axes = {"num_tokens_in_the_batch": {"type": "var"}, **constants}
     folder = sxb_definition(
         tmp_path / "src" / "wide", name="wide_axes", axes=axes,
@@ -74,7 +81,10 @@ def test_shape_ids_are_short_and_stable_whatever_the_axes(tmp_path: Path) -> Non
     item = only(import_problems("sol-execbench", folder, tmp_path / "out"))
     assert item.status == "converted", item.reason
     problem = load_problem(tmp_path / "out" / "wide_axes")
-    assert [shape.shape_id for shape in problem.shapes] == ["num_tokens_in_the_batch3", "num_tokens_in_the_batch5"]
+    assert [shape.shape_id for shape in problem.shapes] == [
+        "num_tokens_in_the_batch3",
+        "num_tokens_in_the_batch5",
+    ]
 
 
 def test_the_same_definition_with_its_reference_in_a_file_is_unchanged(tmp_path: Path) -> None:
@@ -102,10 +112,16 @@ def test_the_source_is_its_repository_and_path_never_a_local_path(tmp_path: Path
 
 def test_boolean_scalars_become_keyword_axes(tmp_path: Path) -> None:
     folder = scale_rows(
-        tmp_path / "src" / "masked", name="masked_rows",
-        inputs={"x": {"shape": ["rows", "cols"], "dtype": "float32"}, "negate": {"shape": None, "dtype": "bool"}},
+        tmp_path / "src" / "masked",
+        name="masked_rows",
+        inputs={
+            "x": {"shape": ["rows", "cols"], "dtype": "float32"},
+            "negate": {"shape": None, "dtype": "bool"},
+        },
         reference="import torch\n\ndef run(x, negate):\n    return -x if negate else x\n",
-        workloads=[workload(f"w{n}", {"rows": n}, {"negate": {"type": "scalar", "value": n > 8}}) for n in (8, 16)],
+        workloads=[
+            workload(f"w{n}", {"rows": n}, {"negate": {"type": "scalar", "value": n > 8}}) for n in (8, 16)
+        ],
     )
     item = only(import_problems("sol-execbench", folder, tmp_path / "out"))
     assert item.status == "converted", item.reason
@@ -137,7 +153,9 @@ def test_tasks_of_one_name_in_two_sets_get_distinct_names(tmp_path: Path) -> Non
         rk_task(tmp_path / "problems" / family, "vadd_py", reference=ADD, tests=[{"size": 64, "seed": 1}])
     report = import_problems("reference-kernels", tmp_path / "problems", tmp_path / "out")
     assert [(item.status, item.name) for item in report.problems] == [
-        ("converted", "pmpp_vadd_py"), ("converted", "pmpp_v2_vadd_py")], [item.reason for item in report.problems]
+        ("converted", "pmpp_vadd_py"),
+        ("converted", "pmpp_v2_vadd_py"),
+    ], [item.reason for item in report.problems]
 
 
 TWO_OUTPUTS = """
@@ -193,8 +211,16 @@ check_implementation = make_match_reference(ref_kernel, rtol=1e-4, atol=1e-4)
 
 
 def test_an_output_of_size_minus_k_plus_one_converts(tmp_path: Path) -> None:
-    task = rk_task(tmp_path / "problems" / "pmpp", "conv1d_py", reference=CONV,
-                   tests=[{"size": 32, "k": 3, "seed": 1}, {"size": 64, "k": 5, "seed": 2}, {"size": 33, "k": 4, "seed": 3}])
+    task = rk_task(
+        tmp_path / "problems" / "pmpp",
+        "conv1d_py",
+        reference=CONV,
+        tests=[
+            {"size": 32, "k": 3, "seed": 1},
+            {"size": 64, "k": 5, "seed": 2},
+            {"size": 33, "k": 4, "seed": 3},
+        ],
+    )
     item = only(import_problems("reference-kernels", task, tmp_path / "out"))
     assert item.status == "converted", item.reason
     problem = load_problem(tmp_path / "out" / "pmpp_conv1d_py")
@@ -211,8 +237,12 @@ FNUZ = ADD.replace("torch.randn(size, device=\"cuda\", generator=gen), torch.ran
     (ADD.replace("def generate_input", "def make_input"), "not the reference-kernels contract"),
     (ADD.replace("import torch", "import torch\nimport aiter"), "an AMD ROCm package"),
 ])
-def test_what_cannot_be_expressed_is_refused_with_a_reason_to_act_on(tmp_path: Path, reference: str, reason: str) -> None:
-    task = rk_task(tmp_path / "problems" / "amd", "task_py", reference=reference, tests=[{"size": 64, "seed": 1}])
+def test_what_cannot_be_expressed_is_refused_with_a_reason_to_act_on(
+    tmp_path: Path, reference: str, reason: str
+) -> None:
+    task = rk_task(
+        tmp_path / "problems" / "amd", "task_py", reference=reference, tests=[{"size": 64, "seed": 1}]
+    )
     item = only(import_problems("reference-kernels", task, tmp_path / "out"))
     assert item.status == "refused" and reason in str(item.reason), item.reason
 
@@ -254,7 +284,9 @@ k = 3
 '''
 
 
-def test_the_catalogue_reads_shape_ids_shape_tolerances_new_dtypes_and_dimension_expressions(tmp_path: Path) -> None:
+def test_the_catalogue_reads_shape_ids_shape_tolerances_new_dtypes_and_dimension_expressions(
+    tmp_path: Path,
+) -> None:
     from evaluator.harness.correctness import outputs_pass
 
     folder = tmp_path / "catalogue_forms"
@@ -269,4 +301,102 @@ def test_the_catalogue_reads_shape_ids_shape_tolerances_new_dtypes_and_dimension
     assert (own.atol, own.rtol, own.matched_ratio) == (0.5, 0.0, 0.95)
     assert problem.tolerance_for("y", dict(large.axes)).matched_ratio == 0.99
     errors = {"y": {"nonfinite_count": 0, "matched_ratio": 0.96}}
-    assert outputs_pass(errors, problem, dict(small.axes)) and not outputs_pass(errors, problem, dict(large.axes))
+    assert outputs_pass(errors, problem, dict(small.axes)) and not outputs_pass(
+        errors, problem, dict(large.axes)
+    )
+
+
+FIXED_PROJECTION = """
+import torch
+
+def run(x, w):
+    # the model's hidden size is written into the code, as dataset references often do
+    return x @ w.reshape(12288, 12288).t()
+"""
+
+
+def test_a_reference_too_big_for_the_cpu_at_every_shape_converts_marked_as_needing_a_gpu(
+    tmp_path: Path,
+) -> None:
+    # a 12288 x 12288 fp32 weight (604 MB) at every workload, and a reference that fixes that size
+    folder = sxb_definition(
+        tmp_path / "src" / "big_proj", name="big_proj", reference=FIXED_PROJECTION,
+        axes={"tokens": {"type": "var"}, "hidden": {"type": "const", "value": 12288}},
+        inputs={"x": {"shape": ["tokens", "hidden"], "dtype": "float32"},
+                "w": {"shape": ["hidden", "hidden"], "dtype": "float32"}},
+        outputs={"y": {"shape": ["tokens", "hidden"], "dtype": "float32"}},
+        workloads=[workload("t16", {"tokens": 16}), workload("t64", {"tokens": 64})])
+    (item,) = import_problems("sol-execbench", folder, tmp_path / "out").problems
+    assert item.status == "converted" and item.rankable, (item.reason, item.dropped)
+    problem = load_problem(tmp_path / "out" / "big_proj")
+    assert not any(shape.cpu for shape in problem.shapes) and problem.ranked_shapes == problem.shapes
+    assert "MiB" in problem.imported["gpu_only"] and "Needs a GPU" in problem.description
+    assert problem.counts({"tokens": 16, "hidden": 12288}).flops == {"tf32_tensor": 2 * 16 * 12288 * 12288}
+    assert any("needs a GPU" in note for note in item.notes), item.notes
+    # the CPU development device refuses its jobs rather than running no shape
+    submission = tmp_path / "kernel.py"
+    submission.write_text("def kernel(x, w, y):\n    y.copy_(x @ w.t())\n")
+    result = run_module("evaluator", "run", "big_proj", str(submission), "--device", "cpu",
+                        imported=tmp_path / "out")
+    assert result.returncode != 0 and "has no shape the CPU development device runs" in result.stderr, (
+        result.stderr
+    )
+
+
+def test_a_reference_that_draws_its_own_random_numbers_is_refused_with_why(tmp_path: Path) -> None:
+    folder = scale_rows(tmp_path / "src" / "dropout", name="dropout_rows",
+                        reference="import torch\n\ndef run(x):\n    return x * (torch.rand_like(x) > 0.5)\n")
+    item = only(import_problems("sol-execbench", folder, tmp_path / "out"))
+    assert item.status == "refused" and "needs a deterministic reference" in str(item.reason), item.reason
+
+
+def test_an_op_only_a_gpu_runs_is_named_as_a_hardware_dependency() -> None:
+    from evaluator.importers.validate import _hardware_hint
+
+    hint = _hardware_hint(ValueError("Invalid scaling configuration.\n- For TensorWise scaling, a and b ..."))
+    assert "torch._scaled_mm with block scales" in hint and "hardware dependency" in hint
+    assert _hardware_hint(ValueError("shapes cannot be multiplied")) == ""
+
+
+ROUTED_PROJECTION = """
+import torch
+
+def run(x, w):
+    with open(CALLS, "a") as calls:
+        calls.write("call\\n")
+    rows = (x[:, 0] > 0).nonzero()  # values decide the work: fake tensors cannot follow it
+    return x @ w.reshape(12288, 12288).t() + rows.numel()
+"""
+
+
+def test_a_gpu_only_reference_fake_tensors_cannot_follow_is_refused_after_its_smallest_shape(
+    tmp_path: Path,
+) -> None:
+    calls = tmp_path / "calls.txt"
+    folder = sxb_definition(
+        tmp_path / "src" / "routed", name="routed",
+        reference=ROUTED_PROJECTION.replace("CALLS", repr(str(calls))),
+        axes={"tokens": {"type": "var"}, "hidden": {"type": "const", "value": 12288}},
+        inputs={"x": {"shape": ["tokens", "hidden"], "dtype": "float32"},
+                "w": {"shape": ["hidden", "hidden"], "dtype": "float32"}},
+        outputs={"y": {"shape": ["tokens", "hidden"], "dtype": "float32"}},
+        workloads=[workload(f"t{n}", {"tokens": n}) for n in (16, 32, 64, 128)])
+    item = only(import_problems("sol-execbench", folder, tmp_path / "out"))
+    assert item.status == "refused" and "no shape can be checked here" in str(item.reason), item.reason
+    # two calls look for a smaller CPU shape, one validates the smallest workload; the other three
+    # workloads are not tried
+    assert len(calls.read_text().splitlines()) == 3
+
+
+def test_numpy_on_a_fake_tensor_is_a_fake_tensor_limit_not_an_error_of_the_problem() -> None:
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from evaluator.importers.rk_probe import fake_limit
+
+    # a reference that takes its values to numpy (dataset p_048's MoE dispatch) needs real values:
+    # under fake tensors that is a limit of the fake pass, so the shape runs for real where it fits
+    with pytest.raises(RuntimeError) as raised, FakeTensorMode():
+        torch.ones(2).numpy()
+    assert fake_limit(raised.value)
+    assert not fake_limit(RuntimeError("shapes cannot be multiplied"))

@@ -79,7 +79,9 @@ def test_sol_execbench_fixtures_are_each_converted_partially_converted_or_refuse
         "wrong_output_shape": "refused",
     }
     assert "missing reference" in str(got["missing_reference"].reason)
-    assert "float4_e2m1fn_x2" in str(got["fp4_weights"].reason) and "no fp4 tensors" in str(got["fp4_weights"].reason)
+    assert "float4_e2m1fn_x2" in str(got["fp4_weights"].reason) and "no fp4 tensors" in str(
+        got["fp4_weights"].reason
+    )
     assert got["no_workloads"].reason.startswith("shapes missing")
     # refused by the same validation a native problem gets: the declared shape is checked
     assert "declared (3, 128)" in str(got["wrong_output_shape"].reason)
@@ -90,6 +92,7 @@ def test_partial_conversion_lists_what_was_dropped(sxb: Any) -> None:
     partial = outcomes(sxb[0])["embedding_gather"]
     dropped = "\n".join(partial.dropped)
     assert "workload e4-recorded: input 'table' comes from a safetensors file" in dropped
+    assert "a data dependency" in dropped
     # a workload with its own tolerance is kept, with that tolerance (no longer dropped)
     assert "e5-loose" not in dropped and partial.shapes == 4
     assert partial.counts == "derived" and partial.rankable
@@ -118,7 +121,10 @@ def test_counts_are_derived_when_the_source_gives_none(sxb: Any) -> None:
     # a gather computes nothing; it reads the ids and the rows (the whole table: compulsory traffic
     # counts every input once) and writes the output
     axes = dict(problem.shapes[0].axes)
-    assert counts.flops == {} and counts.bytes == 8 * axes["num_tokens"] + 2 * 1000 * 128 + 2 * axes["num_tokens"] * 128
+    assert (
+        counts.flops == {}
+        and counts.bytes == 8 * axes["num_tokens"] + 2 * 1000 * 128 + 2 * axes["num_tokens"] * 128
+    )
 
 
 def test_custom_inputs_come_from_the_definitions_entrypoint_seeded_per_call(sxb: Any) -> None:
@@ -136,7 +142,9 @@ def test_the_harness_passes_a_definitions_own_reference_as_the_submission(sxb: A
     source = (SXB / "rmsnorm_h256" / "reference.py").read_text()
     submission = tmp_path / "rmsnorm_ref.py"
     # eps is a fixed scalar: the kernel does not receive it, it knows it
-    submission.write_text(source + "\n\ndef kernel(input, weight, output):\n    output.copy_(run(input, weight, 1e-6))\n")
+    submission.write_text(
+        source + "\n\ndef kernel(input, weight, output):\n    output.copy_(run(input, weight, 1e-6))\n"
+    )
     report = run_harness("rmsnorm_h256", submission, sxb[1])
     assert report["status"] == "PASSED", report.get("message")
     assert [shape["status"] for shape in report["shapes"]] == ["PASSED", "PASSED"]
@@ -153,18 +161,29 @@ def _definition(folder: Path, **changes: Any) -> Path:
     folder.mkdir(parents=True)
     definition = {
         "name": "scaled_rows",
-        "axes": {"rows": {"type": "var"}, "hidden": {"type": "const", "value": 64},
-                 "double": {"type": "expr", "expression": "hidden * 2"}},
+        "axes": {
+            "rows": {"type": "var"},
+            "hidden": {"type": "const", "value": 64},
+            "double": {"type": "expr", "expression": "hidden * 2"},
+        },
         "constraints": ["rows <= 64"],
-        "inputs": {"x": {"shape": ["rows", "double"], "dtype": "float32"}, "times": {"shape": None, "dtype": "int32"}},
+        "inputs": {
+            "x": {"shape": ["rows", "double"], "dtype": "float32"},
+            "times": {"shape": None, "dtype": "int32"},
+        },
         "outputs": {"y": {"shape": ["rows", "double"], "dtype": "float32"}},
         "reference": "import torch\n\ndef run(x, times):\n    return x * times\n",
     }
     definition.update(changes)
     (folder / "definition.json").write_text(json.dumps(definition))
-    rows = [{"uuid": f"r{n}", "axes": {"rows": n}, "inputs": {"x": {"type": "random"},
-                                                               "times": {"type": "scalar", "value": n % 3 + 1}}}
-            for n in (1, 5, 64, 100)]
+    rows = [
+        {
+            "uuid": f"r{n}",
+            "axes": {"rows": n},
+            "inputs": {"x": {"type": "random"}, "times": {"type": "scalar", "value": n % 3 + 1}},
+        }
+        for n in (1, 5, 64, 100)
+    ]
     (folder / "workload.jsonl").write_text("\n".join(json.dumps(row) for row in rows) + "\n")
     return folder
 
@@ -286,8 +305,11 @@ def test_a_task_with_counts_is_rankable_on_its_benchmarks(rk: Any) -> None:
     assert [(s.name, s.shape, s.dtype) for s in softmax.outputs] == [("output", ("rows", "cols"), "float32")]
     assert [(dict(s.axes), s.ranked, s.cpu) for s in softmax.shapes] == [
         # one CPU shape: the next is 87 times larger (a second one must be near the first's size)
-        ({"rows": 3, "cols": 1000}, False, True), ({"rows": 64, "cols": 4096}, False, False),
-        ({"rows": 4096, "cols": 4096}, True, False), ({"rows": 1024, "cols": 32768}, True, False)]  # task.yml order
+        ({"rows": 3, "cols": 1000}, False, True),
+        ({"rows": 64, "cols": 4096}, False, False),
+        ({"rows": 4096, "cols": 4096}, True, False),
+        ({"rows": 1024, "cols": 32768}, True, False),
+    ]  # task.yml order
     assert (softmax.atol, softmax.rtol) == (1e-6, 1e-4)
 
 
@@ -304,7 +326,9 @@ def test_a_tolerance_computed_from_the_size_is_read_at_every_shape(rk: Any) -> N
     assert [(s.name, s.dtype) for s in problem.outputs] == [("y", "float32")]
     by_size = {shape.axes["size"]: problem.tolerance_for("y", dict(shape.axes)) for shape in problem.shapes}
     # check_implementation: rtol = atol = 1e-5 * sqrt(size)
-    assert all(abs(tol.rtol - 1e-5 * size**0.5) < 1e-12 and tol.atol == tol.rtol for size, tol in by_size.items())
+    assert all(
+        abs(tol.rtol - 1e-5 * size**0.5) < 1e-12 and tol.atol == tol.rtol for size, tol in by_size.items()
+    )
 
 
 def test_a_custom_check_converts_with_a_tolerance_given_on_the_command_line(tmp_path: Path) -> None:
@@ -313,9 +337,15 @@ def test_a_custom_check_converts_with_a_tolerance_given_on_the_command_line(tmp_
     shutil.copy(RK_SET / "utils.py", task.parent / "utils.py")
     reference = task / "reference.py"
     text = reference.read_text().split("check_implementation")[0]
-    reference.write_text(text + "def check_implementation(data, output):\n    return bool(output.isfinite().all()), ''\n")
+    reference.write_text(
+        text + "def check_implementation(data, output):\n    return bool(output.isfinite().all()), ''\n"
+    )
     (item,) = import_problems("reference-kernels", task, tmp_path / "out").problems
-    assert item.status == "refused" and "compares no output" in str(item.reason) and "--atol" in str(item.reason)
+    assert (
+        item.status == "refused" and "compares no output" in str(item.reason) and "--atol" in str(item.reason)
+    )
+    # the reason says why SOLboard cannot hold the check and when a tolerance may stand in for it
+    assert "element by element" in str(item.reason) and "result is unique" in str(item.reason)
     (item,) = import_problems("reference-kernels", task, tmp_path / "out", atol=1e-3, rtol=1e-3).problems
     assert item.status in ("converted", "partial"), item.reason
     problem = load_problem(tmp_path / "out" / "probes_rowmax_py")
@@ -332,14 +362,18 @@ def test_the_harness_passes_a_tasks_own_reference_as_the_submission(rk: Any, tmp
     matmul.write_text("def kernel(a, b, c):\n    c.copy_(a @ b)\n")
     assert run_harness("pmpp_like_matmul_py", matmul, rk[1])["status"] == "PASSED"
     vectorsum = tmp_path / "vectorsum_ref.py"
-    vectorsum.write_text("import torch\n\n\ndef kernel(x, output):\n    output.copy_(x.sum(dtype=torch.float64).reshape(1))\n")
+    vectorsum.write_text(
+        "import torch\n\n\ndef kernel(x, output):\n    output.copy_(x.sum(dtype=torch.float64).reshape(1))\n"
+    )
     assert run_harness("pmpp_like_vectorsum_py", vectorsum, rk[1])["status"] == "PASSED"
 
 
 # ---------------------------------------------------------------- the catalogue, the CLI, helpers
 
 
-def test_the_catalogue_reads_the_imported_folder_next_to_the_native_problems(sxb: Any, catalogue_reads: Any) -> None:
+def test_the_catalogue_reads_the_imported_folder_next_to_the_native_problems(
+    sxb: Any, catalogue_reads: Any
+) -> None:
     assert imported_dir() == REPO / "evaluator" / "problems" / "imported" or os.environ.get(IMPORTED_DIR_ENV)
     native = set(load_catalogue())
     catalogue_reads(sxb[1])
@@ -362,7 +396,8 @@ def test_the_cli_prints_a_json_report_and_exits_1_when_something_was_refused(tmp
 
 
 def test_rewrite_devices_replaces_literals_and_defines_the_name_after_the_docstring() -> None:
-    source = '"""Doc."""\nfrom __future__ import annotations\nimport torch\nx = torch.ones(2, device="cuda:0").cuda()\n'
+    source = ('"""Doc."""\nfrom __future__ import annotations\nimport torch\n'
+              'x = torch.ones(2, device="cuda:0").cuda()\n')
     rewritten, count = rewrite_devices(source)
     assert count == 2
     lines = rewritten.splitlines()
@@ -387,11 +422,17 @@ def test_make_match_reference_tolerances_are_read_from_the_source_when_constant(
     from evaluator.importers.rk_task import declared_tolerance, match_defaults
 
     def read(source: str) -> Any:
-        return declared_tolerance(ast.parse(source), match_defaults("def match_reference(d, o, reference, rtol=2e-5, atol=3e-8): pass"))
+        return declared_tolerance(
+            ast.parse(source),
+            match_defaults("def match_reference(d, o, reference, rtol=2e-5, atol=3e-8): pass"),
+        )
 
     assert read("check_implementation = make_match_reference(ref_kernel)") == {"rtol": 2e-5, "atol": 3e-8}
     assert read("check_implementation = make_match_reference(ref_kernel, rtol=1e-3, atol=1e-4)") == {
         "rtol": 1e-3, "atol": 1e-4}
     # anything else is read by running the check (test_import_faithful.py)
     assert read("check_implementation = make_match_reference(ref_kernel, tol_err_ratio=0.05)") is None
-    assert read("def check_implementation(d, o):\n    return match_reference(d, o, reference=r, atol=0.5)\n") is None
+    assert (
+        read("def check_implementation(d, o):\n    return match_reference(d, o, reference=r, atol=0.5)\n")
+        is None
+    )

@@ -189,6 +189,19 @@ def test_each_refusal_has_its_status_code_and_field(
     assert Submission.objects.count() == 0
 
 
+def test_a_problem_with_no_cpu_shape_is_refused_on_the_development_device(alice_api: APIClient) -> None:
+    from leaderboard.models import Shape
+
+    # an import whose every shape needs a GPU (docs/importing.md) has nothing for the CPU device to run
+    Shape.objects.filter(problem__name="vector_add").update(cpu=False)
+    response = create(alice_api, gpu_types=["cpu"])
+    assert response.status_code == 400, response.json()
+    error = error_of(response)
+    assert (error["code"], error["field"]) == ("unknown_gpu_type", "gpu_types")
+    assert "every shape needs a GPU" in error["message"]
+    assert Submission.objects.count() == 0
+
+
 @pytest.mark.parametrize(("overrides", "field"), [
     ({"source": "x = '\udcff'\n"}, "source"),
     ({"language": "ptx", "launch_spec": "grid = '\ud800'"}, "launch_spec"),

@@ -292,3 +292,19 @@ def test_a_fair_tolerance_is_kept(tmp_path: Path) -> None:
     problem = load_problem(tmp_path / "out" / "pmpp_matmul_py")
     assert problem.imported["tolerance"] == "upstream" and (problem.atol, problem.rtol) == (1e-4, 1e-4)
     assert "Tolerance widened" not in problem.description
+
+
+def test_a_shape_without_derived_counts_reads_as_no_counts_not_an_error() -> None:
+    """A partial conversion derives counts for some shapes only (the others unranked). counts() at
+    one of the others raised KeyError, and with it sync_problems: every later import and `make run`."""
+    from evaluator.importers.render import DERIVED_COUNTS
+
+    table = json.dumps({'{"n":1024}': {"flops": {"fp32_simt": 2048.0}, "bytes": 8192.0}}, indent=4)
+    source = DERIVED_COUNTS.format(name="partial", method="-", table=table)
+    namespace: dict[str, object] = {}
+    exec(compile(source, "counts.py", "exec"), namespace)
+    counts = namespace["counts"]
+    assert callable(counts)
+    assert counts({"n": 1024}).bytes == 8192.0
+    unranked = counts({"n": 4096})
+    assert (unranked.flops, unranked.bytes) == ({}, 0.0)

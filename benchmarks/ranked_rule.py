@@ -2,13 +2,15 @@
 sessions recorded: how often an honest kernel is ranked above its own median (what the rule costs the
 honest), and how much a claim rewritten downwards still gains (what it leaves a forger).
 
-    python benchmarks/ranked_rule.py [--record FILE] [--since 2026-12-02T13] [--forged 0.91]
+    python benchmarks/ranked_rule.py [--record FILE] [--since 2026-12-02T13] [--until 2026-12-05]
+                                     [--forged 0.91]
 
 Reads the compact record of runner jobs (``benchmarks/results/data/runner_jobs_h200.json``, made by
-``benchmarks/runner_record.py``; its sources run at or after ``--since``): examples and baselines through a
-runner, cheats left out. For each ranked shape: the child's median (the honest claim), ncu's witness and its
-kernels per call. The forger is the same kernel with its median rewritten to ``forged`` x the claim; its gain
-is how far below the honest kernel's ranked time its own ranked time lands. Prints a table; writes nothing.
+``benchmarks/runner_record.py``; its sources run from ``--since`` up to ``--until``): examples and
+baselines through a runner, cheats left out. For each ranked shape: the child's median (the honest
+claim), ncu's witness and its kernels per call. The forger is the same kernel with its median rewritten
+to ``forged`` x the claim; its gain is how far below the honest kernel's ranked time its own ranked time
+lands. Prints a table; writes nothing.
 """
 
 from __future__ import annotations
@@ -42,12 +44,12 @@ class Shape:
     kernels: int
 
 
-def honest_shapes(record: Path, since: str) -> list[Shape]:
+def honest_shapes(record: Path, since: str, until: str = "") -> list[Shape]:
     data = json.loads(record.read_text())
     dates = {source["label"]: source.get("date") or "" for source in data["sources"]}
     found: list[Shape] = []
     for label, jobs in sources_of(data):
-        if dates[label] < since:
+        if dates[label] < since or (until and dates[label] > until):
             continue
         for job in jobs:
             if str(job.get("submission", "")).startswith("cheat"):
@@ -82,9 +84,10 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--record", type=Path, default=RECORD)
     parser.add_argument("--since", default=SINCE, help="the earliest source date (ISO, a prefix will do)")
+    parser.add_argument("--until", default="", help="the latest source date (a prefix ends before that day)")
     parser.add_argument("--forged", type=float, default=0.91)
     args = parser.parse_args()
-    shapes = honest_shapes(args.record, args.since)
+    shapes = honest_shapes(args.record, args.since, args.until)
     raised = [ranked_gpu_us(s.claim_us, s.witness_us, s.kernels) / s.claim_us - 1 for s in shapes]
     print(f"{len(shapes)} honest ranked shapes (H200 runner jobs since {args.since})")
     for bound in (0.005, 0.01, 0.03, 0.1):

@@ -27,7 +27,7 @@ def replay(*args: str) -> str:
 
 
 def test_the_replay_on_the_record_gives_the_figures_the_security_doc_cites() -> None:
-    out = replay()
+    out = replay("--until", "2026-12-05")  # the sessions the doc cites, before the native examples' round
     assert "1339 honest ranked shapes" in out
     assert "ranked more than 1.0% above their own median: 107" in out
     assert "ranked more than 10.0% above their own median: 13" in out and "largest: 27.8%" in out

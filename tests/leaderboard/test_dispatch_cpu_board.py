@@ -73,6 +73,8 @@ def test_a_forged_cpu_timing_ranks_on_the_judges_clock_below_the_honest_kernel(
     board = APIClient().get("/api/leaderboards/vector_add/cpu").json()
     assert [row["submission_id"] for row in board["results"]][:1] == [honest.submission_id]
     for row in ShapeResult.objects.filter(evaluation=forged):  # per-shape boards order by this
-        assert row.median_us is not None and row.median_us > 200.0
+        # Ranked on the judge's clock, not on the 0.002 us claimed (a loaded machine read one shape
+        # at 22 us where the fixture's work usually reads ~300 us, so no tighter bound holds).
+        assert row.median_us is not None and row.median_us > 1.0
     per_shape = APIClient().get("/api/leaderboards/vector_add/cpu?shape=n4099").json()
     assert per_shape["results"][0]["submission_id"] == honest.submission_id

@@ -104,8 +104,9 @@ def submission_runs(base: str, token: str) -> int:
 
 def private_details_hidden(base: str, token: str) -> None:
     body = {"problem": "vector_add", "language": "python", "gpu_types": ["cpu"], "mode": "test",
-            "source": 'raise RuntimeError("PROD_SMOKE_SECRET")\n'}
-    _, _, raw = call(base, "/api/submissions", token=token, body=body)
+            "source": 'raise RuntimeError("PROD_SMOKE_SECRET")\n\n\ndef kernel(a, b, out):\n    pass\n'}
+    status, _, raw = call(base, "/api/submissions", token=token, body=body)
+    check(status == 201, f"a failing test run is accepted: {status} {raw[:300]!r}")
     submission_id = json.loads(raw)["id"]
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: wit
 
 from witness_round import witness_line
 
-from evaluator.harness.telemetry import Nvml
+from evaluator.harness.timing.telemetry import Nvml
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -55,11 +55,11 @@ MODES = {
     "late": [
         "-c",
         (
-            "import sys; import evaluator.harness.witness_run as w; w.begin_load = lambda judge: None; "
+            "import sys; import evaluator.harness.witness.session as w; w.begin_load = lambda judge: None; "
             "from evaluator.cli import main; sys.exit(main())"
         ),
     ],
-    # Patched before evaluator.harness.judge imports it by name (device.py imports no torch).
+    # Patched before evaluator.harness.single.judge imports it by name (device.py imports no torch).
     "early_pool": [
         "-c",
         (
@@ -80,9 +80,9 @@ def label_of(cmdline: str) -> str:
     head = [Path(word).name for word in cmdline.split()[:2]]
     if any(word in ("ncu", "ncu-cli") for word in head):
         return "ncu"
-    if "witness_child" in cmdline:
+    if "witness.profiled_child" in cmdline:
         return "witness"
-    if "evaluator.harness.child" in cmdline:
+    if "evaluator.harness.single.child" in cmdline:
         return "child"
     if "evaluator" in cmdline and " run " in f" {cmdline} ":
         return "judge"

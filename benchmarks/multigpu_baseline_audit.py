@@ -38,8 +38,8 @@ import torch.distributed as dist
 
 from benchmarks.baseline_audit import Candidate, _margins, provenance, shapes_for
 from evaluator.harness.correctness import allocate_outputs
-from evaluator.harness.multi_env import rank_environment
-from evaluator.harness.rank import RankContext, join_group
+from evaluator.harness.multi.rank_context import RankContext, join_group
+from evaluator.harness.multi.rank_env import rank_environment
 from evaluator.problems import Problem, Shape, get_problem
 from evaluator.problems.attention_fwd.reference import cudnn_forward as attention_fwd_cudnn
 from evaluator.problems.ring_attention_fwd.reference import flash_forward, ring

@@ -43,7 +43,7 @@ from _bench import provenance as bench_provenance
 
 REPO = Path(__file__).resolve().parent.parent
 
-#: What the harness sets in every rank (evaluator/harness/multi_env.py): the measurement matches.
+#: What the harness sets in every rank (evaluator/harness/multi/rank_env.py): the measurement matches.
 MULTICAST_OFF = {
     "NCCL_NVLS_ENABLE": "0",
     "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
@@ -127,7 +127,7 @@ def write(path: Path, data: dict[str, Any]) -> None:
 
 
 def part_busbw(out: Path, world_size: int) -> float | None:
-    from evaluator.harness.link_bandwidth import measure as measure_busbw
+    from evaluator.harness.multi.link_bandwidth import measure as measure_busbw
 
     data: dict[str, Any] = {
         "provenance": provenance(),

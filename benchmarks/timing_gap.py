@@ -76,7 +76,7 @@ def spans_us(fn: Any, calls: int, flush: Any | None, idle_s: float | None) -> tu
     """
     import torch
 
-    from evaluator.harness import trace
+    from evaluator.harness.timing import trace
 
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                             torch.profiler.ProfilerActivity.CUDA]) as prof:
@@ -116,7 +116,7 @@ def is_kernel(name: str) -> bool:
 def measure_cupti() -> list[dict[str, Any]]:
     import torch
 
-    from evaluator.harness.l2 import ColdL2
+    from evaluator.harness.timing.l2 import ColdL2
 
     cold = ColdL2(torch.device("cuda"))
     rows = []
@@ -142,7 +142,7 @@ def batch_drift(pinned: bool, batches: int = 12, calls: int = 30) -> dict[str, A
     host's launch latency drift between batches, and does one pinned CPU core steady it?"""
     import torch
 
-    from evaluator.harness.l2 import ColdL2
+    from evaluator.harness.timing.l2 import ColdL2
 
     cold = ColdL2(torch.device("cuda"))
     fn = call_for("rmsnorm", "t128_h4096")

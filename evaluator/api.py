@@ -3,7 +3,7 @@
 Runners and tests call this (or ``python -m evaluator run``, which wraps it). It never imports
 the submission: that happens only in the untrusted child processes. The judge (this process, once
 ``evaluate`` runs) imports torch lazily, owns the buffers and decides every verdict
-(evaluator/harness/judge.py, docs/security.md).
+(evaluator/harness/single/judge.py, docs/security.md).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from evaluator.report import EvaluationReport
 from evaluator.vocabulary import CPU, CUDA, DEVICES, LANGUAGES, MODES, PYTHON, RANKED, TEST
 
 if TYPE_CHECKING:
-    from evaluator.harness.warm import WarmStart
+    from evaluator.harness.single.warm import WarmStart
 
 __all__ = ["EvaluationRequest", "HarnessError", "Limits", "evaluate"]
 
@@ -133,8 +133,9 @@ def _judge(
     """The judge's whole job, then (ranked mode) the provisional report and the witness of every
     passed shape."""
     began = time.perf_counter()
-    from evaluator.harness.judge import HarnessFailure, Judge
-    from evaluator.harness.witness_run import witness_shapes
+    from evaluator.harness.single.judge import Judge
+    from evaluator.harness.stages import HarnessFailure
+    from evaluator.harness.witness.session import witness_shapes
 
     judge = Judge(request, problem, shape_ids, config, scratch, warm)
     # The judge's own imports (torch) and set-up, before its phases: seconds in a fresh process,
@@ -149,7 +150,7 @@ def _judge(
             passed = [(problem.shape(result.shape_id), result) for result in outcome.shapes]
             outcome.notes += witness_shapes(judge, passed)
             # The witness's whole cost to the job: its stage, and the early load's wait before the
-            # ranked stage (witness_run.await_load) when the test stage did not hide it all.
+            # ranked stage (witness.session.await_load) when the test stage did not hide it all.
             waited = outcome.phase_seconds.get("witness.load_wait", 0.0)
             outcome.phase_seconds["witness"] = round(time.perf_counter() - began + waited, 3)
     except HarnessFailure as error:
@@ -169,8 +170,8 @@ def _judge_multi(
     world_size: int,
 ) -> JudgeOutcome:
     """A multi-GPU problem: one judge, ``world_size`` ranks (docs/multigpu.md)."""
-    from evaluator.harness.judge import HarnessFailure
-    from evaluator.harness.multi_judge import judge_multi
+    from evaluator.harness.multi.multi_judge import judge_multi
+    from evaluator.harness.stages import HarnessFailure
 
     try:
         return judge_multi(request, problem, shape_ids, config, scratch, world_size)

@@ -4,7 +4,7 @@ A job's evaluator spends seconds before it can judge anything: Python and torch 
 contexts, the warm-up of the trusted paths, the child's own start (7.7-11.8 s on the H200). So a
 slot keeps ``python -m evaluator serve-spare`` processes ahead of its jobs, each in the same jail
 as a job (a fresh scratch folder, a fresh pair of job uids, every limit a job gets), in two parts
-(``evaluator/harness/warm.py``):
+(``evaluator/harness/single/warm.py``):
 
 - **staged**: started while the slot may be busy with a job, it imports everything and starts its
   child and its witness session without touching the device, then waits. The running job cannot

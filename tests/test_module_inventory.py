@@ -2,7 +2,7 @@
 
 A module has a test of its own when a test file imports it (``import a.b``, ``from a.b import x``,
 ``from a import b``, or a name its package re-exports from it), names it (a dotted name such as
-``-m evaluator.harness.child``, its path ``evaluator/harness/child.py``, its command:
+``-m evaluator.harness.single.child``, its path ``evaluator/harness/single/child.py``, its command:
 ``run_cli("sol")``, ``call_command("sweep")``), or is named after it (``test_dispatch_store.py``).
 Running it only through another module does not count: a maintainer about to change it wants tests
 that say what it promises.
@@ -27,15 +27,15 @@ PACKAGES = ("evaluator", "runners", "leaderboard", "solboard_client", "solboard_
 STILL_UNTESTED = frozenset({
     "evaluator.__main__",
     "evaluator.api",
-    "evaluator.harness.cpu_baseline",
+    "evaluator.harness.single.cpu_baseline",
     "evaluator.harness.device",
     "evaluator.harness.evidence",
-    "evaluator.harness.l2",
-    "evaluator.harness.link_bandwidth",
-    "evaluator.harness.multi_env",
-    "evaluator.harness.ranks",
+    "evaluator.harness.timing.l2",
+    "evaluator.harness.multi.link_bandwidth",
+    "evaluator.harness.multi.rank_env",
+    "evaluator.harness.multi.rank_group",
     "evaluator.harness.submission",
-    "evaluator.harness.warm",
+    "evaluator.harness.single.warm",
     "evaluator.importers.runtime",
     "evaluator.problems._logits",
     "evaluator.problems._multi",
@@ -207,12 +207,13 @@ def test_a_module_that_gained_a_test_leaves_the_list() -> None:
 
 def test_the_inventory_sees_an_import_a_dotted_name_and_a_path() -> None:
     tree = ast.parse(
-        "import evaluator.sol\nfrom evaluator.harness import judge\nfrom evaluator.gpu_specs import x\n"
+        "import evaluator.sol\nfrom evaluator.harness.single import judge\n"
+        "from evaluator.gpu_specs import x\n"
     )
-    assert {"evaluator.sol", "evaluator.harness.judge", "evaluator.gpu_specs"} <= imported_names(tree)
+    assert {"evaluator.sol", "evaluator.harness.single.judge", "evaluator.gpu_specs"} <= imported_names(tree)
     assert module_name(REPO / "evaluator" / "harness" / "__init__.py") == "evaluator.harness"
     assert not counted(REPO / "leaderboard" / "migrations" / "0001_initial.py")
-    assert "evaluator.harness.child" in named_by_tests()  # run as ``-m evaluator.harness.child``
+    assert "evaluator.harness.single.child" in named_by_tests()  # run with ``-m``
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ the median of several cold-L2 runs timed with CUDA events. The keys match
 ``evaluator.gpu_specs.with_ceilings``: ``bf16_tensor_tflops``, ``hbm_tbps``.
 
 ``--world-size N`` (N > 1) measures the link instead: the all-reduce bus bandwidth of N GPUs
-(``evaluator.harness.link_bandwidth``), whose best figure is ``nvlink_gbps_per_direction``, the
+(``evaluator.harness.multi.link_bandwidth``), whose best figure is ``nvlink_gbps_per_direction``, the
 calibrated link ceiling of multi-GPU problems. ``--device cpu`` runs that with gloo (a check of the
 path; the CPU device has no SOL).
 """
@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _median_seconds(fn: Callable[[], Any], runs: int) -> float:
     import torch
 
-    from evaluator.harness.l2 import ColdL2
+    from evaluator.harness.timing.l2 import ColdL2
 
     cold = ColdL2(torch.device("cuda"))
     for _ in range(3):
@@ -92,7 +92,7 @@ def measure(runs: int) -> dict[str, Any]:
 
 
 def measure_link(world_size: int, device: str) -> dict[str, Any]:
-    from evaluator.harness.link_bandwidth import measure as measure_busbw
+    from evaluator.harness.multi.link_bandwidth import measure as measure_busbw
 
     link = measure_busbw(world_size, device)
     return {"device": device, "world_size": world_size,

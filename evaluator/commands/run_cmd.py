@@ -31,7 +31,7 @@ from evaluator.vocabulary import (
 
 if TYPE_CHECKING:
     from evaluator.harness.request import Limits
-    from evaluator.harness.warm import WarmStart
+    from evaluator.harness.single.warm import WarmStart
     from evaluator.report import EvaluationReport
 
 HELP = "evaluate a submission: correctness, cold-L2 timing, SOL and score"

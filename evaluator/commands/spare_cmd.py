@@ -1,6 +1,6 @@
 """``python -m evaluator serve-spare --device D``: a warm spare, the process of a job not yet known.
 
-It starts in two parts (``evaluator/harness/warm.py``). First it stages: the judge, the untrusted
+It starts in two parts (``evaluator/harness/single/warm.py``). First it stages: the judge, the untrusted
 child and, on a GPU, the witness session start and import what they need without touching the
 device; it prints ``staged`` (``evaluator/jobstream.py``) and waits on stdin for one line,
 ``{"warm": true}``, which the runner sends once no job runs on the GPU. Then it warms its device
@@ -31,7 +31,7 @@ from evaluator.commands import run_cmd
 from evaluator.vocabulary import COMPILE_LIMIT_S, CUDA, DEVICES
 
 if TYPE_CHECKING:
-    from evaluator.harness.warm import WarmStart
+    from evaluator.harness.single.warm import WarmStart
 
 HELP = "a warm spare: start a job's processes before the job exists, then run the one job read from stdin"
 
@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from evaluator.harness import process_tree
-    from evaluator.harness.warm import SpareFailed, stage, warm_device
+    from evaluator.harness.single.warm import SpareFailed, stage, warm_device
 
     # As ``run``: this process exists for one job; no process of the job may read its memory, and
     # orphans of its children come back to it. (Nothing here imports torch yet: the child starts

@@ -1,21 +1,19 @@
-"""The evaluation harness: a trusted judge, one untrusted child per job, a timing witness.
+"""The evaluation harness: a trusted judge, untrusted children, a timing witness.
 
-Modules, one concern each:
-
-- ``judge`` / ``judge_timing``: the trusted side: owns the buffers, checks every call, times the
-  baseline, serves the child's timing loop. ``outcome``: what it established.
-- ``parent``: the child as the judge sees it: process, channel, log, watchdog.
-- ``child``: the child's entry point; the submission runs there, untrusted from its first import.
-- ``shared``: buffers the judge owns and lends (CUDA IPC, shared files).
-- ``witness`` / ``witness_run`` / ``witness_child``: the Nsight Compute witness of every ranked median.
+- ``stages``: the stage script every judge follows (start-up, baseline, compile, test, ranked).
+- ``single``: the judge of a one-device job, its child, the judge's timing service, the warm spare.
+- ``multi``: the judge of a multi-GPU job, its ranks, the ``ctx`` a kernel gets, the link ceiling.
+- ``timing``: the cold-L2 timing loops, their statistics, the L2 flush, CUPTI spans, NVML telemetry.
+- ``witness``: the Nsight Compute witness of every ranked median (and the judge's clock on the CPU).
+- ``parent`` / ``child_side``: a child as the judge sees it (process, channel, log, watchdog) and as
+  it sees itself (the conversation both kinds of child share).
 - ``channel``: length-prefixed JSON messages over pipes (nothing on them is trusted).
+- ``shared``: buffers the judge owns and lends (CUDA IPC, shared files).
 - ``submission``: loads a Python file (or a PTX/CUDA source through ``evaluator.ptx``).
 - ``correctness`` / ``work``: poison, output identity, tolerance comparison, shape context, input sets.
-- ``timing`` / ``gpu_timing`` / ``trace``: the cold-L2 timing loop; device spans from CUPTI.
-- ``l2``: L2 flush and persisting-L2 reset. ``telemetry``: NVML. ``profile``: ncu's raw page.
 - ``anticheat``: the child's framing checks (integrity snapshots, threads, processes).
-- ``assemble``: the ``EvaluationReport`` from the judge's outcome. ``device``: device facts.
-  ``evidence``: static PTX/CUDA feature evidence, built by the judge.
+- ``outcome`` / ``assemble``: what the judge established, and the ``EvaluationReport`` built from it.
+- ``device``: device facts. ``evidence``: static PTX/CUDA feature evidence, built by the judge.
 
-docs/harness.md explains the method, docs/security.md the trust design.
+docs/harness.md explains the method and the layout, docs/security.md the trust design.
 """

@@ -20,7 +20,7 @@ from evaluator.vocabulary import Status
 @dataclass
 class JudgeClock:
     """What the judge's own clock established over one shape's timed calls. The witness statistics
-    come from the calls it checked only (``judge_timing.judge_clock``)."""
+    come from the calls it checked only (``timing_service.judge_clock``)."""
 
     round_trip_us: float | None
     round_trip_low_us: float | None

@@ -14,7 +14,7 @@ import torch
 
 from evaluator.harness import correctness as corr
 from evaluator.harness.anticheat import trusted_torch_state
-from evaluator.harness.timing import TimedSet
+from evaluator.harness.timing.loop import TimedSet
 
 
 @dataclass

@@ -58,7 +58,7 @@ def test_a_timed_call_that_hangs_is_ended_with_the_call_named() -> None:
 
 
 def test_a_witnessed_call_that_never_answers_ends_the_witness_at_its_own_limit() -> None:
-    from evaluator.harness.witness_run import Peer, WitnessFailed
+    from evaluator.harness.witness.session import Peer, WitnessFailed
 
     ours, theirs = socket.socketpair()
     peer = Peer(ours, time.monotonic() + 600)

@@ -27,10 +27,11 @@ def test_each_process_of_a_job_is_told_apart_by_its_command_line() -> None:
     label = script().label_of
     assert label("/usr/bin/python3 -m evaluator run paged_decode_attention f.py --device cuda") == "judge"
     assert label(f"/usr/bin/python3 -c {script().LATE_LOAD} run paged_decode_attention f.py") == "judge"
-    assert label("/usr/bin/python3 -m evaluator.harness.child --in-fd 5 --out-fd 8") == "child"
-    assert label("/usr/bin/python3 -m evaluator.harness.witness_child --socket s --log l") == "witness"
+    assert label("/usr/bin/python3 -m evaluator.harness.single.child --in-fd 5 --out-fd 8") == "child"
+    witness = "python3 -m evaluator.harness.witness.profiled_child"
+    assert label(f"/usr/bin/{witness} --socket s --log l") == "witness"
     # ncu's command line ends with the witness process's: its first words decide.
-    assert label("/bin/sh /opt/nsight-compute/ncu --csv python3 -m evaluator.harness.witness_child") == "ncu"
+    assert label(f"/bin/sh /opt/nsight-compute/ncu --csv {witness}") == "ncu"
     assert (
         label("/opt/nsight-compute/target/linux-desktop-glibc_2_11_3-x64/ncu-cli --csv python3 -m x") == "ncu"
     )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator.harness import gpu_timing
-from evaluator.harness.gpu_timing import (
+from evaluator.harness.timing import gpu_loop
+from evaluator.harness.timing.gpu_loop import (
     GATE_MAX_US,
     _Batch,
     _ranked,
@@ -13,7 +13,7 @@ from evaluator.harness.gpu_timing import (
     judged_side_by_side,
     longer_gate,
 )
-from evaluator.harness.timing import TimingConfig, TimingOutcome
+from evaluator.harness.timing.loop import TimingConfig, TimingOutcome
 
 SPANS = [4.25] * 40  # an honest Triton vector add on the H200
 
@@ -86,9 +86,9 @@ class ScriptedTimer:
 
 
 def timed_with(monkeypatch: pytest.MonkeyPatch, timer: ScriptedTimer) -> TimingOutcome:
-    monkeypatch.setattr(gpu_timing, "GpuTimer", lambda *args: timer)
-    monkeypatch.setattr(gpu_timing, "gate_cycles", lambda gate_us: int(gate_us))
-    return gpu_timing.time_gpu(lambda: None, [], TimingConfig(budget_s=0.0), None, None)
+    monkeypatch.setattr(gpu_loop, "GpuTimer", lambda *args: timer)
+    monkeypatch.setattr(gpu_loop, "gate_cycles", lambda gate_us: int(gate_us))
+    return gpu_loop.time_gpu(lambda: None, [], TimingConfig(budget_s=0.0), None, None)
 
 
 def test_time_gpu_clears_an_excess_that_its_second_look_does_not_confirm(

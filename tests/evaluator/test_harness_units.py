@@ -17,9 +17,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 # The harness modules import torch: they come after the skip.
-from evaluator.harness import anticheat, channel, correctness, stats, trace  # noqa: E402
+from evaluator.harness import anticheat, channel, correctness  # noqa: E402
 from evaluator.harness.outcome import ShapeResult  # noqa: E402
 from evaluator.harness.request import EvaluationRequest  # noqa: E402
+from evaluator.harness.timing import stats, trace  # noqa: E402
 from evaluator.problems import OutputTolerance  # noqa: E402
 from evaluator.report import Status, Witness  # noqa: E402
 from tests.harness_helpers import timed_result  # noqa: E402
@@ -219,7 +220,7 @@ class FakeClock:
 
 def test_cpu_timing_reports_the_median_mean_and_extremes_of_the_calls_it_timed(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from evaluator.harness import timing
+    from evaluator.harness.timing import loop as timing
 
     clock = FakeClock([20.0, 100.0, 100.0])  # two calls in three take 100 us, one takes 20 us
     monkeypatch.setattr(timing, "perf_counter_ns", clock)
@@ -250,7 +251,7 @@ def test_cpu_timing_asks_for_the_next_inputs_the_moment_a_call_returns(
 ) -> None:
     """With the judge serving the sets, asking for the next one stops the judge's clock of the call:
     it must come before this process's own checks, and the last call is followed by one too."""
-    from evaluator.harness import timing
+    from evaluator.harness.timing import loop as timing
 
     events: list[str] = []
 
@@ -370,7 +371,7 @@ NCU_RAW = (
 
 
 def test_an_ncu_raw_export_becomes_a_kernel_profile_with_units_applied() -> None:
-    from evaluator.harness.profile import parse_raw_csv
+    from evaluator.harness.witness.profile import parse_raw_csv
 
     (kernel,) = parse_raw_csv(NCU_RAW)
     assert kernel.duration_us == pytest.approx(23.136)
@@ -462,7 +463,7 @@ def test_a_faster_than_light_shape_is_rejected_with_its_figures_shown() -> None:
 
 
 def test_the_judges_clock_is_taken_over_the_calls_it_checked() -> None:
-    from evaluator.harness.judge_timing import judge_clock
+    from evaluator.harness.single.timing_service import judge_clock
 
     # A submission that skips the work on the calls it hopes go unchecked: 1 us each, while every
     # call the judge checked (chosen after the call) did the work, 900-1100 us.
@@ -503,9 +504,9 @@ def _serving(device: str, script: list[tuple[float, dict[str, Any]]], monkeypatc
              draw: Callable[[int], int] = lambda n: 0) -> Any:
     """A KernelTimingService on two fake input sets, every call checked (``draw`` 0: the judge's
     random draw for each call), every check passing."""
-    from evaluator.harness import judge_timing
+    from evaluator.harness.single import timing_service
 
-    monkeypatch.setattr(judge_timing.secrets, "randbelow", draw)
+    monkeypatch.setattr(timing_service.secrets, "randbelow", draw)
     judge = SimpleNamespace(
         device=device, child=ScriptedChild(script), sync=lambda: None,
         take_outputs=lambda outputs: {"y": outputs[0].clone()},
@@ -514,7 +515,7 @@ def _serving(device: str, script: list[tuple[float, dict[str, Any]]], monkeypatc
         problem=SimpleNamespace(outputs=[SimpleNamespace(name="y")]),
     )
     judge.limit_call = lambda shape_id, what, first: judge.child.limit_call(what, 15.0 if first else 1.0, "")
-    service = judge_timing.KernelTimingService.__new__(judge_timing.KernelTimingService)
+    service = timing_service.KernelTimingService.__new__(timing_service.KernelTimingService)
     service.__dict__.update(
         judge=judge,
         shape=SimpleNamespace(axes={}, shape_id="s"),
@@ -579,7 +580,7 @@ def test_a_last_gpu_call_checked_for_want_of_checks_keeps_the_clock_it_ended_wit
 
 
 def test_calls_are_checked_more_often_until_the_minimum_was(monkeypatch: pytest.MonkeyPatch) -> None:
-    from evaluator.harness.judge_timing import CHECK_EARLY_ONE_IN, CHECK_ONE_IN, MIN_CHECKS
+    from evaluator.harness.single.timing_service import CHECK_EARLY_ONE_IN, CHECK_ONE_IN, MIN_CHECKS
 
     odds: list[int] = []
     script = [(0.0, {"type": "next", "set": 0})]
@@ -605,7 +606,7 @@ def test_done_is_accepted_once_per_call_and_only_from_a_gpu_child(monkeypatch: p
 
 
 def test_a_timing_answer_without_stats_or_reason_is_a_forged_report() -> None:
-    from evaluator.harness.judge_timing import KernelTimingService
+    from evaluator.harness.single.timing_service import KernelTimingService
 
     service = KernelTimingService.__new__(KernelTimingService)
     service.result = timed_result({})
@@ -665,7 +666,8 @@ def test_a_missing_ranked_shape_blocks_ranking() -> None:
 
 
 def test_a_child_that_dies_before_loading_the_submission_is_the_evaluators_failure(tmp_path: Path) -> None:
-    from evaluator.harness.judge import HarnessFailure, Judge
+    from evaluator.harness.single.judge import Judge
+    from evaluator.harness.stages import HarnessFailure
     from evaluator.problems import get_problem
 
     request = EvaluationRequest(problem="vector_add", file=Path(__file__), device="cpu")
@@ -685,7 +687,7 @@ def test_a_child_that_dies_before_loading_the_submission_is_the_evaluators_failu
 
 def _witnessed(reported_us: float, calls_us: list[float], kernels: int = 1, round_trip: float | None = None,
                gate_us: float = 20.0) -> Witness:
-    from evaluator.harness.witness import gpu_witness
+    from evaluator.harness.witness.witnesses import gpu_witness
 
     return gpu_witness(
         timed_result({**_timing(reported_us), "gate_us": gate_us}, round_trip), calls_us, kernels
@@ -752,7 +754,7 @@ M = ("spin_kernel(long)", 2.0)
 
 
 def test_kernels_are_attributed_to_calls_between_markers_after_the_import() -> None:
-    from evaluator.harness.witness import attribute
+    from evaluator.harness.witness.witnesses import attribute
 
     rows = _rows(("autotune_a", 9.0), M, ("gemm", 10.0), ("epilogue", 1.0), M, M, ("gemm", 11.0), M)
     calls = attribute(rows, 2)
@@ -761,14 +763,14 @@ def test_kernels_are_attributed_to_calls_between_markers_after_the_import() -> N
 
 
 def test_a_kernel_between_calls_or_a_forged_marker_leaves_the_result_unwitnessed() -> None:
-    from evaluator.harness.witness import attribute
+    from evaluator.harness.witness.witnesses import attribute
 
     assert "between witnessed calls" in str(attribute(_rows(M, ("k", 1.0), M, ("late", 5.0)), 1).problem)
     assert "calls, 1 were made" in str(attribute(_rows(M, ("k", 1.0), M, M, ("k", 1.0), M), 1).problem)
 
 
 def test_duplicate_kernel_ids_in_ncus_output_mean_it_was_tampered_with() -> None:
-    from evaluator.harness.witness import parse_ncu_output
+    from evaluator.harness.witness.witnesses import parse_ncu_output
 
     forged = (
         NCU_RAW + '"0","nvjet_fake","(1, 1, 1)","(1, 1, 1)","0.001","1","0","1","1","1","1","1","1","1","1"\n'
@@ -797,7 +799,7 @@ def test_the_reference_runs_under_the_switches_captured_before_the_import() -> N
 
 
 def test_a_collapsed_sm_clock_is_noted_but_a_power_cap_is_not() -> None:
-    from evaluator.harness.judge_timing import telemetry_notes
+    from evaluator.harness.single.timing_service import telemetry_notes
 
     assert telemetry_notes({"sm_clock_mhz": 1980}, {"sm_clock_mhz": 1755}) == []
     assert "SM clock fell" in telemetry_notes({"sm_clock_mhz": 1980}, {"sm_clock_mhz": 990})[0]

@@ -197,7 +197,7 @@ def test_a_wrong_result_on_one_rank_is_incorrect_and_names_the_rank() -> None:
             "rank 1: changed the multicast-off environment the harness sets "
             "(TORCH_SYMM_MEM_DISABLE_MULTICAST=0) during a call",
         ),
-        ("patches_timer.py", "evaluator.harness.multi_timing._perf_counter_ns"),
+        ("patches_timer.py", "evaluator.harness.multi.rank_timers._perf_counter_ns"),
         ("forges_claim.py", "forged report: rank 0 claimed an iteration time of -1.0 (class 16"),
     ],
 )
@@ -250,7 +250,7 @@ def _scripted_judge(claims_us: list[float], waits_us: list[float]) -> tuple[obje
     """A CPU MultiJudge whose timings come from a script: (claim, the judge's wait) per timing."""
     from types import SimpleNamespace
 
-    from evaluator.harness.multi_judge import Iterations, MultiJudge
+    from evaluator.harness.multi.multi_judge import Iterations, MultiJudge
 
     judge = MultiJudge.__new__(MultiJudge)
     entered: list[str] = []
@@ -263,6 +263,7 @@ def _scripted_judge(claims_us: list[float], waits_us: list[float]) -> tuple[obje
 
     judge.__dict__.update(
         device="cpu", world_size=2, config={"budgets": {"kernel": 1.0}}, baselines={"n4096": {}},
+        baseline_clocks={},
         request=SimpleNamespace(limits=SimpleNamespace(ranked_s=60.0)), _iterate=iterate,
         ranks=SimpleNamespace(enter=lambda stage, limit, shape_id: entered.append(stage)),
         problem=SimpleNamespace(distributions=["normal"]), outcome=JudgeOutcome(device={}),

@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
-from evaluator.harness import multi_timing
-from evaluator.harness.multi_judge import MIN_SAMPLES, Iterations, drop_late
+from evaluator.harness.multi import rank_timers
+from evaluator.harness.multi.multi_judge import MIN_SAMPLES, Iterations, drop_late
 
 
 class FakeEvent:
@@ -24,7 +24,7 @@ class FakeEvent:
         return 0.05  # ms
 
 
-def gpu_timer(monkeypatch: Any, launch_us: list[float]) -> tuple[multi_timing.GpuIterationTimer, list[float]]:
+def gpu_timer(monkeypatch: Any, launch_us: list[float]) -> tuple[rank_timers.GpuIterationTimer, list[float]]:
     """A timer whose call takes ``launch_us[i]`` of host time on iteration i; the gate lengths it asked
     for."""
     clock = {"ns": 0}
@@ -37,14 +37,14 @@ def gpu_timer(monkeypatch: Any, launch_us: list[float]) -> tuple[multi_timing.Gp
     def call(fn: Any, tensors: Any) -> None:
         clock["ns"] += int(next(calls) * 1000)
 
-    monkeypatch.setattr(multi_timing, "_perf_counter_ns", tick)
-    monkeypatch.setattr(multi_timing, "_call", call)
+    monkeypatch.setattr(rank_timers, "_perf_counter_ns", tick)
+    monkeypatch.setattr(rank_timers, "_call", call)
     monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: None)
     monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     ctx = SimpleNamespace(device=torch.device("cpu"), group=None)
     cold = SimpleNamespace(prepare=lambda: None)
-    timer = multi_timing.GpuIterationTimer.__new__(multi_timing.GpuIterationTimer)
+    timer = rank_timers.GpuIterationTimer.__new__(rank_timers.GpuIterationTimer)
     timer.ctx, timer.cold = ctx, cold
     timer._all_reduce = lambda tensor, group=None: None
     timer._gate_for = multi_timing_gate_for
@@ -57,7 +57,7 @@ def gpu_timer(monkeypatch: Any, launch_us: list[float]) -> tuple[multi_timing.Gp
 
 
 def multi_timing_gate_for(host_us: float) -> float:
-    from evaluator.harness.gpu_timing import gate_for
+    from evaluator.harness.timing.gpu_loop import gate_for
 
     return gate_for(host_us)
 

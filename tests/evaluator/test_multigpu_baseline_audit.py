@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 
 from benchmarks import multigpu_baseline_audit as audit
-from evaluator.harness.rank import join_group
+from evaluator.harness.multi.rank_context import join_group
 from evaluator.problems import get_problem
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator.harness.judge_timing import telemetry_notes
-from evaluator.harness.telemetry import BENIGN, REASONS, Nvml, decode_reasons
+from evaluator.harness.single.timing_service import telemetry_notes
+from evaluator.harness.timing.telemetry import BENIGN, REASONS, Nvml, decode_reasons
 from evaluator.report import Telemetry
 from tests.harness_helpers import cuda_available
 

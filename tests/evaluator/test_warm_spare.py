@@ -93,9 +93,9 @@ class Spare:
         return found
 
     def child_pid(self) -> int:
-        """The untrusted child (``evaluator.harness.child``) this spare warmed."""
+        """The untrusted child (``evaluator.harness.single.child``) this spare warmed."""
         for pid in self.descendants():
-            if b"evaluator.harness.child" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if b"evaluator.harness.single.child" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 return pid
         raise AssertionError("the spare has no child")
 
@@ -284,7 +284,7 @@ def test_a_spares_witness_session_is_accepted_before_any_job_and_discarded_whole
     """What a GPU spare does with its ncu session, with a stand-in for ncu: the witness process's
     connection is accepted at once (no submission exists yet), a test job discards the session
     and both ncu and the witness process die."""
-    from evaluator.harness.witness import NcuSession
+    from evaluator.harness.witness.witnesses import NcuSession
 
     tools = tmp_path / "bin"
     tools.mkdir()

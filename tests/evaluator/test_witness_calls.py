@@ -14,15 +14,16 @@ from typing import Any
 
 import pytest
 
-from evaluator.harness import channel, witness_run
-from evaluator.harness.witness import (
+from evaluator.harness import channel
+from evaluator.harness.witness import session as witness_session
+from evaluator.harness.witness.session import WitnessFailed, await_load, begin_load, calls_for
+from evaluator.harness.witness.witnesses import (
     MIN_WITNESS_CALLS,
     THIRD_CALL_BELOW_S,
     WITNESS_CALLS,
     gpu_witness,
     witnessed_time,
 )
-from evaluator.harness.witness_run import WitnessFailed, await_load, begin_load, calls_for
 from tests.harness_helpers import timed_result
 
 
@@ -112,8 +113,8 @@ def test_the_witness_process_loads_while_the_test_stage_runs_and_is_done_before_
     await_load(judge)  # the ranked stage starts only after this returns
     assert time.monotonic() - began >= 0.3
     assert judge.witness_load.loaded and judge.witness_load.failure is None and not session.discarded
-    parts = witness_run.SubPhases(SimpleNamespace(outcome=judge.outcome))
-    peer = witness_run._loaded_peer(judge, session, parts)  # the witness stage takes the loaded peer
+    parts = witness_session.SubPhases(SimpleNamespace(outcome=judge.outcome))
+    peer = witness_session._loaded_peer(judge, session, parts)  # the witness stage takes the loaded peer
     assert peer.fd == session.judge_end.fileno() and judge.witness_load is None
 
 
@@ -125,9 +126,9 @@ def test_a_submission_that_does_not_load_under_ncu_leaves_the_result_provisional
     begin_load(judge)
     await_load(judge)
     assert session.discarded  # nothing of the witness process runs during the ranked stage
-    parts = witness_run.SubPhases(SimpleNamespace(outcome=judge.outcome))
+    parts = witness_session.SubPhases(SimpleNamespace(outcome=judge.outcome))
     with pytest.raises(WitnessFailed, match="did not load under ncu: import failed: boom"):
-        witness_run._loaded_peer(judge, session, parts)
+        witness_session._loaded_peer(judge, session, parts)
 
 
 def test_a_witness_process_that_never_answers_is_killed_at_the_compile_limit() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from evaluator.harness import process_tree
-from evaluator.harness.witness import attribute, gpu_witness, parse_ncu_output
+from evaluator.harness.witness.witnesses import attribute, gpu_witness, parse_ncu_output
 from tests.harness_helpers import timed_result
 
 REAL_OUTPUT = (Path(__file__).parents[1] / "fixtures" / "ncu" / "witness_vector_add_h200.txt").read_text()
@@ -203,11 +203,12 @@ def test_when_the_witness_ends_only_ncus_own_processes_and_the_witness_survive_t
 def test_a_spares_witness_process_makes_its_device_ready_before_it_reads_its_job(monkeypatch: Any) -> None:
     """The frames a warm spare's session exchanges: prepare -> prepared (the CUDA context, made
     while the GPU is idle), then the job's config; a fresh session sends the config first."""
-    from evaluator.harness import channel, witness_child
-    from evaluator.harness.witness import NcuSession
+    from evaluator.harness import channel
+    from evaluator.harness.witness import profiled_child
+    from evaluator.harness.witness.witnesses import NcuSession
 
     prepared: list[bool] = []
-    monkeypatch.setattr(witness_child.WitnessChild, "prepare_device",
+    monkeypatch.setattr(profiled_child.WitnessChild, "prepare_device",
                         lambda self: (prepared.append(True), setattr(self, "device_ready", True)))
     judge_end, child_end = socket.socketpair()
     session = NcuSession(Path("/tmp"), profile=True)
@@ -215,7 +216,7 @@ def test_a_spares_witness_process_makes_its_device_ready_before_it_reads_its_job
     config = {"type": "config", "problem": "vector_add", "file": "x.py", "language": "python", "spec": None}
     answered = threading.Thread(target=lambda: channel.write_all(judge_end.fileno(), channel.encode(config)))
     child: list[Any] = []
-    reader = threading.Thread(target=lambda: child.append(witness_child.WitnessChild(child_end.fileno())))
+    reader = threading.Thread(target=lambda: child.append(profiled_child.WitnessChild(child_end.fileno())))
     reader.start()
     assert session.prepare(5.0) >= 0.0 and prepared == [True]
     answered.start()
@@ -227,7 +228,7 @@ def test_a_spares_witness_process_makes_its_device_ready_before_it_reads_its_job
 
 
 def test_a_third_process_on_the_gpu_during_the_witnessed_calls_voids_the_witness() -> None:
-    from evaluator.harness.witness_run import WITNESS_GPU_PROCESSES, other_gpu_processes
+    from evaluator.harness.witness.session import WITNESS_GPU_PROCESSES, other_gpu_processes
 
     assert other_gpu_processes(None) is None  # no NVML: nothing to say
     assert other_gpu_processes(WITNESS_GPU_PROCESSES) is None  # the judge and the witness process

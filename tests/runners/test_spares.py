@@ -141,7 +141,7 @@ def test_a_spare_whose_child_died_before_its_job_runs_nothing_and_the_job_runs_f
     try:
         assert taken is spare
         child = next(pid for pid in procs.descendants(spare.running.pid)
-                     if b"evaluator.harness.child" in Path(f"/proc/{pid}/cmdline").read_bytes())
+                     if b"evaluator.harness.single.child" in Path(f"/proc/{pid}/cmdline").read_bytes())
         os.kill(child, signal.SIGKILL)  # the spare finds out before it runs anything of the job
         with ctx.state.gpu_locks(()):
             result = execute.run(job, ctx, lambda: None, spare=spare)

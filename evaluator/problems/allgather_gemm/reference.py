@@ -11,7 +11,7 @@ from evaluator.problems._multi import block, world_size
 from evaluator.problems._sampling import tn_gemm_operands
 
 if TYPE_CHECKING:
-    from evaluator.harness.rank import RankContext
+    from evaluator.harness.multi.rank_context import RankContext
 
 
 def generate_inputs(

@@ -14,7 +14,7 @@ from evaluator.problems._sampling import BASIC_DISTRIBUTIONS, draw, generator
 from evaluator.problems.grouped_gemm_bf16.reference import baseline as grouped_gemm
 
 if TYPE_CHECKING:
-    from evaluator.harness.rank import RankContext
+    from evaluator.harness.multi.rank_context import RankContext
 
 #: ``skewed``: expert popularity is log-normal with this sigma. At E = 128-256 the busiest expert
 #: then receives ~6-12x the mean load and, at W = 8, the busiest rank ~1.2-1.5x the mean.

@@ -13,7 +13,7 @@ from evaluator.problems import _attention
 from evaluator.problems._multi import block, world_size
 
 if TYPE_CHECKING:
-    from evaluator.harness.rank import RankContext
+    from evaluator.harness.multi.rank_context import RankContext
 
 SEQUENCE_DIM = 2
 

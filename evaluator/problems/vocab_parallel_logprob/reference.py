@@ -13,7 +13,7 @@ from evaluator.problems._multi import block, world_size
 from evaluator.problems._sampling import BASIC_DISTRIBUTIONS
 
 if TYPE_CHECKING:
-    from evaluator.harness.rank import RankContext
+    from evaluator.harness.multi.rank_context import RankContext
 
 #: ``confident``: the target's logit, far above the others (log-probabilities within ~1e-4 of 0).
 CONFIDENT_LOGIT = 30.0

@@ -1,6 +1,6 @@
 """One rank of a multi-GPU job: the only place the submission's code runs. Untrusted from its import.
 
-``python -m evaluator.harness.multi_child --in-fd R --out-fd W``. The judge (``multi_judge``)
+``python -m evaluator.harness.multi.rank_child --in-fd R --out-fd W``. The judge (``multi_judge``)
 spawns one per rank and drives them all in lockstep over their own channels. Before the import
 this process runs the harness's code only, so what it measures then (the baseline) is the judge's
 to trust; from the import on, every word is a claim (docs/multigpu.md). It
@@ -9,15 +9,14 @@ to trust; from the import on, every word is a claim (docs/multigpu.md). It
   the baseline BEFORE the submission exists, then snapshots what its framing checks compare with;
 - times the baseline on the judge's buffers when told to (before the import);
 - imports the submission on command, calls ``kernel(ctx, *inputs, *outputs)`` on the judge's
-  buffers on command, and times the iterations the judge starts (``multi_timing``);
+  buffers on command, and times the iterations the judge starts (``rank_timers``);
 - reports what its framing checks saw: patched callables, threads, child processes, swapped
-  outputs, and the multicast-off environment (``multi_env``): a REJECTED it reports stands.
+  outputs, and the multicast-off environment (``rank_env``): a REJECTED it reports stands.
 """
 
 from __future__ import annotations
 
 import functools
-import gc
 import sys
 import warnings
 from collections.abc import Callable
@@ -26,39 +25,26 @@ from typing import Any
 import torch
 
 from evaluator.harness import anticheat, channel, work
-from evaluator.harness.child import _numel, serve
-from evaluator.harness.correctness import check_identity, identity
+from evaluator.harness.child_side import ChildSide, numel, path_of, serve
 from evaluator.harness.device import device_info
-from evaluator.harness.multi_env import MULTICAST_OFF, EnvironmentGuard
-from evaluator.harness.multi_timing import IterationFailed, iteration_timer
-from evaluator.harness.rank import join_group
-from evaluator.harness.shared import Mapped
-from evaluator.harness.submission import LoadedSubmission, SubmissionError, load
+from evaluator.harness.multi.rank_context import join_group
+from evaluator.harness.multi.rank_env import MULTICAST_OFF, EnvironmentGuard
+from evaluator.harness.multi.rank_timers import IterationFailed, iteration_timer
+from evaluator.harness.submission import SubmissionError, load
 from evaluator.problems import get_problem
-from evaluator.vocabulary import CPU, CUDA, Status
+from evaluator.vocabulary import CPU, CUDA
 
 
-class RankChild:
+class RankChild(ChildSide):
     def __init__(self, rfd: int, wfd: int) -> None:
-        self.rfd, self.wfd = rfd, wfd
+        super().__init__(rfd, wfd)
         self.config = channel.read_frame(rfd)
         self.problem = get_problem(self.config["problem"])
         self.refmod = self.problem.reference_module()
         self.device = str(self.config["device"])
         self.rank, self.world_size = int(self.config["rank"]), int(self.config["world_size"])
-        self.mapped = Mapped()
-        self.submission: LoadedSubmission | None = None
-        self.kernel: Callable[..., Any] | None = None
-        self.bound: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
-        self.cold: Any = None
-        #: Each shape's baseline gate: the kernel's is never shorter (multi_timing.iteration_timer).
+        #: Each shape's baseline gate: the kernel's is never shorter (rank_timers.iteration_timer).
         self.baseline_gates: dict[str, float] = {}
-
-    def send(self, message: dict[str, Any]) -> None:
-        channel.write_all(self.wfd, channel.encode(message))
-
-    def receive(self) -> dict[str, Any]:
-        return channel.read_frame(self.rfd)
 
     def axes(self, shape_id: str) -> dict[str, int]:
         return self.problem.axes_at(self.problem.shape(shape_id).axes, self.world_size)
@@ -76,7 +62,7 @@ class RankChild:
             torch.set_num_threads(1)  # steadier wall-clock timing on a shared development machine
         self.ctx = join_group(self.device, str(self.config["store"]), self.rank, self.world_size)
         if self.device == CUDA:
-            from evaluator.harness.l2 import ColdL2
+            from evaluator.harness.timing.l2 import ColdL2
 
             self.cold = ColdL2(self.ctx.device)
             import cuda.bindings.runtime  # noqa: F401 - CUDA IPC, to map the judge's buffers
@@ -92,7 +78,7 @@ class RankChild:
         """One collective call of the baseline on every rank: the group's own threads and
         connections (gloo pairs, NCCL communicators, library threads) exist from now on."""
         shapes = [self.problem.shape(shape_id) for shape_id in self.config["shapes"]]
-        smallest = min(shapes, key=lambda shape: _numel(shape.axes))
+        smallest = min(shapes, key=lambda shape: numel(shape.axes))
         axes = self.problem.axes_at(smallest.axes, self.world_size)
         global_inputs = self.refmod.generate_inputs(axes, 0, self.ctx.device, self.problem.distributions[0])
         mine = self.refmod.rank_inputs(global_inputs, axes, self.rank)
@@ -123,7 +109,7 @@ class RankChild:
         if self.submission is not None:
             raise channel.ChannelError("import twice")
         try:
-            self.submission = load("python", _path(self.config["file"]), None, self.problem, self.device)
+            self.submission = load("python", path_of(self.config["file"]), None, self.problem, self.device)
         except SubmissionError as error:
             self.send({"type": "compile_error", "message": error.message})
             return
@@ -159,36 +145,8 @@ class RankChild:
         self.bound = (inputs, outputs)
         self.send({"type": "bound"})
 
-    def unbind(self, command: dict[str, Any]) -> None:
-        self.bound, self.kernel = None, None
-        gc.collect()
-        self.mapped.close_all()
-        self.send({"type": "unbound"})
-
-    def call(self, command: dict[str, Any]) -> None:
-        assert self.bound is not None and self.kernel is not None, "call before bind"
-        inputs, outputs = self.bound
-        ids = [identity(tensor) for tensor in outputs]
-        try:
-            returned = self.kernel(*inputs, *outputs)
-            self.sync()
-        except Exception as error:  # the submission's error, reported as such
-            self.send({"type": "called", "error": f"the kernel raised {type(error).__name__}: {error}"})
-            return
-        problem = self.activity.problems(native=False) or self.environment.problem("a call")
-        status, problem = (Status.REJECTED, problem) if problem else self._changed_outputs(outputs, ids)
-        note = (f"kernel returned a {type(returned).__name__}; ignored (outputs are written in place)"
-                if returned is not None else "")
-        self.send({"type": "called", "problem": problem, "problem_status": status, "note": note})
-
-    def _changed_outputs(
-        self, outputs: list[torch.Tensor], ids: list[Any]
-    ) -> tuple[Status | None, str | None]:
-        for spec, tensor, expected in zip(self.problem.outputs, outputs, ids, strict=True):
-            bad = check_identity(spec.name, tensor, expected)
-            if bad:
-                return bad
-        return None, None
+    def call_problem(self) -> str | None:
+        return self.activity.problems(native=False) or self.environment.problem("a call")
 
     # ------------------------------------------------------------ timing
 
@@ -251,12 +209,6 @@ class RankChild:
 def _gpu_facts(device: torch.device) -> dict[str, Any]:
     with torch.cuda.device(device):
         return device_info("cuda")
-
-
-def _path(text: str) -> Any:
-    from pathlib import Path
-
-    return Path(text)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -4,7 +4,7 @@ The judge starts every iteration on every rank at once (``multi_judge``); each r
 
 - prepares outside the timed span: on a GPU, flushes its L2 and resets persisting lines (``l2``),
   and queues a device-side gate so the call's launches are issued before it starts (as
-  ``gpu_timing`` does for one GPU);
+  ``gpu_loop`` does for one GPU);
 - waits at a barrier with the other ranks, so that every rank's clock starts when the last one
   arrives (on a GPU the barrier is a one-element NCCL all-reduce on the rank's stream: the ranks
   leave it together on the devices, whatever their hosts are doing);
@@ -12,7 +12,7 @@ The judge starts every iteration on every rank at once (``multi_judge``); each r
   clock (CPU development device, gloo).
 
 The iteration's time is the maximum over the ranks (the judge takes it). Not yet on a GPU: the
-CUPTI device span and the side-stream check of ``gpu_timing`` (class 1). The GPU path ran on two
+CUPTI device span and the side-stream check of ``gpu_loop`` (class 1). The GPU path ran on two
 H200s (docs/multigpu.md); the late-launch rule below was written from that run and has not run on a
 GPU since.
 """
@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from evaluator.harness.rank import RankContext
+from evaluator.harness.multi.rank_context import RankContext
 
 _perf_counter_ns = perf_counter_ns
 
@@ -73,7 +73,7 @@ class GpuIterationTimer:
     def __init__(self, ctx: RankContext, cold: Any, min_gate_us: float | None = None) -> None:
         import torch.distributed as dist
 
-        from evaluator.harness.gpu_timing import GATE_MAX_US, gate_cycles, gate_for
+        from evaluator.harness.timing.gpu_loop import GATE_MAX_US, gate_cycles, gate_for
 
         self.ctx, self.cold = ctx, cold
         self._all_reduce = dist.all_reduce

@@ -1,7 +1,7 @@
 """The judge: the trusted process that decides every verdict, and never runs submitted code.
 
 It runs in the evaluator's own process (``evaluator.api.evaluate``). It spawns the untrusted
-child (``child.py``), owns every buffer a kernel call reads or writes (``shared``), generates the
+child (``child``), owns every buffer a kernel call reads or writes (``shared``), generates the
 inputs itself, compares the outputs with the reference itself, times the baseline itself (before
 the submission is even imported, so nothing of the submission's can slow it down), serves the
 child's timing loop with fresh inputs and checks a random sample of its timed calls, and samples
@@ -21,93 +21,50 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from evaluator.harness import correctness as corr
-from evaluator.harness import process_tree, witness_run, work
+from evaluator.harness import work
 from evaluator.harness.call_limits import call_limit
-from evaluator.harness.cpu_baseline import BaselineClock, BaselineTimingFailed, time_in_child
 from evaluator.harness.device import device_info, single_threaded_host_work
-from evaluator.harness.judge_timing import BaselineTimer, KernelTimingService
-from evaluator.harness.outcome import JudgeOutcome, ShapeResult, trial_check
+from evaluator.harness.outcome import ShapeResult
 from evaluator.harness.parent import ChildDied, ChildProcess, ChildTimeout, ProtocolViolation
-from evaluator.harness.process_tree import not_dumpable
 from evaluator.harness.request import EvaluationRequest
-from evaluator.harness.shared import Arena
-from evaluator.harness.witness import judge_wall_witness, set_aside_unconfirmed_timing
+from evaluator.harness.single.cpu_baseline import BaselineTimingFailed, time_in_child
+from evaluator.harness.single.timing_service import BaselineTimer, KernelTimingService
+from evaluator.harness.stages import HarnessFailure, StageScript, TrialVerdict, self_reported
+from evaluator.harness.witness.session import await_load, begin_load
 from evaluator.problems import Problem, Shape
-from evaluator.report import CorrectnessCheck
 from evaluator.vocabulary import CPU, CUDA, PYTHON, RANKED, Stage, Status
 
 if TYPE_CHECKING:
-    from evaluator.harness.warm import WarmStart
-
-#: Statuses the child may report against itself (never PASSED).
-SELF_REPORTED = (Status.REJECTED, Status.INCORRECT_DTYPE, Status.INCORRECT_SHAPE)
-
-
-class HarnessFailure(RuntimeError):
-    """The evaluator itself failed (not the submission): reported as an error of the runner."""
-
-
+    from evaluator.harness.single.warm import WarmStart
 
 
 def spawn_child(scratch: Path, device: str, start_limit_s: float, log_cap: int) -> ChildProcess:
     """A fresh untrusted child, told to warm up its device (no job yet: it learns the job from
     the ``config`` the judge sends next, at once or, for a warm spare, once its job came)."""
-    child = ChildProcess(["-m", "evaluator.harness.child"], scratch, log_cap)
+    child = ChildProcess(["-m", "evaluator.harness.single.child"], scratch, log_cap)
     spawned = time.monotonic()
     child.spawn(start_limit_s)
     child.send({"type": "warm_up", "device": device, "spawned_monotonic": spawned})
     return child
 
 
-def trial_seeds(
-    request: EvaluationRequest, public_seeds: list[int], shape_id: str
-) -> list[tuple[int, int | None]]:
-    """(seed, the public seed to show or None) per correctness trial: ranked runs with a secret
-    seed fold it into every public one, and show none of them."""
-    if request.mode == RANKED and request.secret_seed is not None:
-        return [(work.ranked_seed(request.secret_seed, seed, shape_id), None) for seed in public_seeds]
-    return [(seed, seed) for seed in public_seeds]
+class Judge(StageScript):
+    """The stage script against one untrusted child."""
 
-
-def trial_label(public: int | None, distribution: str) -> str:
-    return f"seed {public} / {distribution}" if public is not None else f"secret seed / {distribution}"
-
-
-def self_reported(status: object) -> Status:
-    """A status the child reports against itself: one of SELF_REPORTED, any other word REJECTED."""
-    return next((known for known in SELF_REPORTED if known == status), Status.REJECTED)
-
-
-class Judge:
     def __init__(self, request: EvaluationRequest, problem: Problem, shape_ids: list[str],
                  config: dict[str, Any], scratch: Path, warm: WarmStart | None = None) -> None:
-        self.request, self.problem, self.config, self.scratch = request, problem, config, scratch
+        super().__init__(request, problem, shape_ids, config, scratch)
         #: A warm spare's prepared child (and witness session), or None: start both now.
         self.warm = warm
-        self.shapes = [problem.shape(shape_id) for shape_id in shape_ids]
-        self.refmod = problem.reference_module()
-        self.device = request.device
-        self.arena = Arena(self.device, scratch)
-        self.outcome = JudgeOutcome(device={})
-        self.phase: str = Stage.START_UP
-        self.phase_began = time.monotonic()
-        self.baselines: dict[str, Any] = {}
-        #: CPU: the judge's clock of the baseline timed in the child (``cpu_baseline``), per shape.
-        self.baseline_clocks: dict[str, BaselineClock] = {}
         self.nvml: Any = None
         #: The ncu witness session, started with the job so its start-up overlaps the timing.
         self.witness_session: Any = None
         #: Most processes NVML saw with a CUDA context on the GPU during a witnessed call (recorded).
         self.witness_gpu_processes: int | None = None
-        #: The witness process's early load of the submission (``witness_run.begin_load``).
+        #: The witness process's early load of the submission (``witness.session.begin_load``).
         self.witness_load: Any = None
 
-    # ------------------------------------------------------------ phases
-
-    def next_phase(self, phase: str) -> None:
-        now = time.monotonic()
-        self.outcome.phase_seconds[self.phase] = round(now - self.phase_began, 3)
-        self.phase, self.phase_began = phase, now
+    # ------------------------------------------------------------ device
 
     def sync(self) -> None:
         if self.device == CUDA:
@@ -119,10 +76,7 @@ class Judge:
 
     # ------------------------------------------------------------ the job
 
-    def run(self) -> JudgeOutcome:
-        self.outcome.facts["judge_not_dumpable"] = not_dumpable()
-        # Orphans of the job's processes come back to the judge, which clears them (process_tree).
-        self.outcome.facts["judge_subreaper"] = process_tree.become_subreaper()
+    def _launch(self) -> None:
         limits = self.request.limits
         if self.warm is None:
             self.child = spawn_child(self.scratch, self.device, limits.compile_s, limits.log_bytes)
@@ -131,22 +85,22 @@ class Judge:
             self.outcome.facts["warm_spare"] = self.warm.facts()
         self.child.send(self.config)
         self._launch_witness()
-        try:
-            self._converse()
-        except ChildTimeout:
+
+    def _ended_by(self, failure: Exception) -> bool:
+        if isinstance(failure, ChildTimeout):
             self._timed_out()
-        except ProtocolViolation as error:
+        elif isinstance(failure, ProtocolViolation):
             self.outcome.judged(
-                Status.REJECTED, f"forged report: {error} (class 16: the child spoke out of turn)"
+                Status.REJECTED, f"forged report: {failure} (class 16: the child spoke out of turn)"
             )
-        except ChildDied:
+        elif isinstance(failure, ChildDied):
             self._died()
-        finally:
-            self.next_phase("done")
-            self.outcome.phase_seconds.pop("done", None)
-            self.outcome.log = self.child.close()
-            self.arena.close()
-        return self.outcome
+        else:
+            return False
+        return True
+
+    def _close_processes(self) -> str:
+        return self.child.close()
 
     def _launch_witness(self) -> None:
         ready = self.warm.hand_over_witness() if self.warm is not None else None
@@ -158,7 +112,7 @@ class Judge:
             ready.discard()
         if not wanted:
             return
-        from evaluator.harness.witness import NcuSession
+        from evaluator.harness.witness.witnesses import NcuSession
 
         session = NcuSession(self.scratch, self.request.profile, self.request.profile_sections)
         if session.ncu is not None:
@@ -170,29 +124,29 @@ class Judge:
             self.witness_session.finish(0)
             self.witness_session = None
 
-    def _converse(self) -> None:
+    def _start_up(self) -> None:
         self._prepare_device()
         if self.warm is None:
             self.child.receive("warmed")
         warm = self.child.receive("warm")
         self.outcome.child_claims["start_up_seconds"] = warm.get("start_up_seconds")
-        self.next_phase(Stage.BASELINE)
-        self._time_baselines()
-        self.next_phase(Stage.COMPILE)
+
+    def _enter(self, stage: str, limit_s: float, shape_id: str | None = None) -> None:
+        self.child.enter(stage, limit_s, shape_id)
+
+    def _import_submission(self) -> bool:
         self.child.send({"type": "import"})
-        if not self._imported():
-            return
-        self.next_phase(Stage.TEST)
-        witness_run.begin_load(self)
-        self.child.enter(Stage.TEST, self.request.limits.test_s)
-        passed = self._test_stage()
-        if self.outcome.status is None and passed:
-            if self.witness_load is not None:
-                self.next_phase("witness.load_wait")  # the load the test stage did not hide
-                witness_run.await_load(self)
-            self.next_phase(Stage.RANKED)
-            self.child.enter(Stage.RANKED, self.request.limits.ranked_s)
-            self._ranked_stage(passed)
+        return self._imported()
+
+    def _test_stage_begins(self) -> None:
+        begin_load(self)
+
+    def _ranked_stage_begins(self) -> None:
+        if self.witness_load is not None:
+            self.next_phase("witness.load_wait")  # the load the test stage did not hide
+            await_load(self)
+
+    def _finish(self) -> None:
         self.child.send({"type": "finish"})
 
     def _prepare_device(self) -> None:
@@ -200,25 +154,23 @@ class Judge:
         if self.device == CUDA:
             torch.cuda.init()
             torch.zeros(1, device=CUDA)
-            from evaluator.harness.telemetry import Nvml
+            from evaluator.harness.timing.telemetry import Nvml
 
             uuid = getattr(torch.cuda.get_device_properties(0), "uuid", None)
             self.nvml = Nvml(f"GPU-{uuid}" if uuid else None)
         self.outcome.device = device_info(self.device)
         self.baseline_timer = BaselineTimer(self)
 
-    def _time_baselines(self) -> None:
-        """Every shape's baseline, before the submission exists: nothing of its can slow them. On the
-        CPU in the child, the way the kernel is timed (``cpu_baseline``)."""
-        for shape in self.shapes:
-            if self.device == CPU:
-                try:
-                    self.baselines[shape.shape_id], self.baseline_clocks[shape.shape_id] = \
-                        time_in_child(self, shape)
-                except BaselineTimingFailed as error:
-                    raise HarnessFailure(str(error)) from None
-            else:
-                self.baselines[shape.shape_id] = self.baseline_timer.time(shape)
+    def _time_baseline(self, shape: Shape) -> None:
+        """On the CPU in the child, the way the kernel is timed (``cpu_baseline``); on a GPU here."""
+        if self.device == CPU:
+            try:
+                self.baselines[shape.shape_id], self.baseline_clocks[shape.shape_id] = \
+                    time_in_child(self, shape)
+            except BaselineTimingFailed as error:
+                raise HarnessFailure(str(error)) from None
+        else:
+            self.baselines[shape.shape_id] = self.baseline_timer.time(shape)
 
     def _imported(self) -> bool:
         message = self.child.receive("imported", "compile_error")
@@ -241,27 +193,6 @@ class Judge:
 
     # ------------------------------------------------------------ correctness
 
-    def _test_stage(self) -> list[tuple[Shape, ShapeResult]]:
-        passed = []
-        for index, shape in enumerate(self.shapes):
-            self.child.enter(Stage.TEST, self.request.limits.test_s, shape.shape_id)
-            started = time.perf_counter()
-            result = self._shape_correctness(shape)
-            result.wall_seconds = time.perf_counter() - started
-            self.outcome.shapes.append(result)
-            if result.status == Status.REJECTED:
-                self.outcome.judged(Status.REJECTED, f"{shape.shape_id}: {result.message}")
-                return []
-            if result.status == Status.PASSED:
-                passed.append((shape, result))
-            if result.fatal:
-                result.fatal = False
-                for rest in self.shapes[index + 1:]:
-                    self.outcome.shapes.append(ShapeResult.of(
-                        rest, Status.RUNTIME_ERROR, "not run: an earlier CUDA fault poisoned the context"))
-                break
-        return passed
-
     def _shape_correctness(self, shape: Shape) -> ShapeResult:
         ctx = self.context(shape)
         group = f"test:{shape.shape_id}"
@@ -273,7 +204,8 @@ class Judge:
             bound = self.child.receive("bound")
             if bound.get("error"):
                 return ShapeResult.of(shape, Status.COMPILE_ERROR, str(bound["error"]))
-            return self._trials(shape, ctx, inputs, outputs)
+            return self._trials(shape, lambda seed, distribution: self.call_and_check(
+                ctx, inputs, outputs, seed, distribution))
         finally:
             self.unbind(group)
 
@@ -303,20 +235,8 @@ class Judge:
         finally:
             self.arena.free(group)
 
-    def _trials(self, shape: Shape, ctx: work.ShapeContext, inputs: list[torch.Tensor],
-                outputs: list[torch.Tensor]) -> ShapeResult:
-        checks: list[CorrectnessCheck] = []
-        for seed, public in trial_seeds(self.request, self.config["public_seeds"], shape.shape_id):
-            for distribution in self.problem.distributions:
-                label = trial_label(public, distribution)
-                self.limit_call(shape.shape_id, f"the call of the test trial {label}", first=not checks)
-                status, message, errors, fatal = self.call_and_check(ctx, inputs, outputs, seed, distribution)
-                checks.append(trial_check(label, distribution, public, status, message, errors))
-                if status != Status.PASSED:
-                    result = ShapeResult.failed(shape, status, f"{label}: {message}", checks)
-                    result.fatal = fatal
-                    return result
-        return ShapeResult.passed(shape, checks)
+    def _limit_trial_call(self, shape_id: str, label: str, first: bool) -> None:
+        self.limit_call(shape_id, f"the call of the test trial {label}", first)
 
     def write_inputs(self, ctx: work.ShapeContext, inputs: list[torch.Tensor], outputs: list[torch.Tensor],
                      seed: int, distribution: str) -> dict[str, torch.Tensor]:
@@ -330,21 +250,22 @@ class Judge:
         return private
 
     def call_and_check(self, ctx: work.ShapeContext, inputs: list[torch.Tensor], outputs: list[torch.Tensor],
-                       seed: int, distribution: str) -> tuple[Status, str, dict[str, Any], bool]:
-        """One call on fresh inputs, judged here: (status, message, errors, CUDA context lost)."""
+                       seed: int, distribution: str) -> TrialVerdict:
+        """One call on fresh inputs, judged here."""
         private = self.write_inputs(ctx, inputs, outputs, seed, distribution)
         self.child.send({"type": "call"})
         answer = self.child.receive("called")
         self.child.end_call()
         if answer.get("error"):
-            return Status.RUNTIME_ERROR, str(answer["error"])[:4000], {}, bool(answer.get("fatal"))
+            fatal = bool(answer.get("fatal"))
+            return TrialVerdict(Status.RUNTIME_ERROR, str(answer["error"])[:4000], {}, fatal)
         if answer.get("problem"):  # the child incriminating itself: only failing statuses are taken
-            return self_reported(answer.get("problem_status")), str(answer["problem"]), {}, False
+            return TrialVerdict(self_reported(answer.get("problem_status")), str(answer["problem"]), {})
         status, message, errors = self.verify(ctx, inputs, outputs, private)
         note = str(answer.get("note") or "")
         if note and status == Status.PASSED:
             message = note
-        return status, message, errors, False
+        return TrialVerdict(status, message, errors)
 
     def limit_call(self, shape_id: str, what: str, first: bool) -> None:
         """The next call on ``shape_id`` answers within its limit (``call_limits``) or is killed."""
@@ -380,35 +301,8 @@ class Judge:
 
     # ------------------------------------------------------------ timing
 
-    def _ranked_stage(self, passed: list[tuple[Shape, ShapeResult]]) -> None:
-        for shape, result in passed:
-            self.child.enter(Stage.RANKED, self.request.limits.ranked_s, shape.shape_id)
-            started = time.perf_counter()
-            KernelTimingService(self, shape, result).run()
-            if self._clock_disagrees(result):
-                # The CPU witness is one sample of the judge's clock per checked call, and a busy
-                # machine delays the child's wake-up in every one of them (nothing the child reports
-                # about its run queue can be taken off: docs/security.md). One fresh timing: a
-                # forged claim disagrees again, an honest one measured in a busy moment need not.
-                retimed = set_aside_unconfirmed_timing(result)
-                self.child.enter(Stage.RANKED, self.request.limits.ranked_s, shape.shape_id)
-                KernelTimingService(self, shape, result).run()
-                if retimed not in result.notes:  # a recorded timing rewrote the notes
-                    result.notes = [*result.notes, retimed]
-            result.wall_seconds += time.perf_counter() - started
-            if result.status == Status.REJECTED:
-                self.outcome.judged(Status.REJECTED, f"{shape.shape_id}: {result.message}")
-                return
-            if result.fatal:
-                result.fatal = False
-                return
-
-    def _clock_disagrees(self, result: ShapeResult) -> bool:
-        """CPU device: a passed timing its witness (the judge's clock) would not confirm."""
-        if self.device != CPU or result.status != Status.PASSED or not result.timing:
-            return False
-        witness = judge_wall_witness(result, self.baseline_clocks.get(result.shape_id))
-        return witness is not None and not witness.confirmed
+    def _time_kernel(self, shape: Shape, result: ShapeResult) -> None:
+        KernelTimingService(self, shape, result).run()
 
     # ------------------------------------------------------------ endings
 

@@ -28,7 +28,7 @@ from typing import Any
 from evaluator.harness import correctness as corr
 from evaluator.harness import work
 from evaluator.harness.outcome import JudgeClock, ShapeResult, timed_calls_check
-from evaluator.harness.timing import TimingConfig, TimingOutcome, time_cpu
+from evaluator.harness.timing.loop import TimingConfig, TimingOutcome, time_cpu
 from evaluator.vocabulary import CPU, CUDA, Status
 
 #: A timed call is checked with probability 1/CHECK_ONE_IN...
@@ -61,7 +61,7 @@ class BaselineTimer:
         if judge.device == CUDA:
             import torch
 
-            from evaluator.harness.l2 import ColdL2
+            from evaluator.harness.timing.l2 import ColdL2
 
             self.cold = ColdL2(torch.device("cuda"))
 
@@ -77,7 +77,7 @@ class BaselineTimer:
         baseline = work.with_scalar_args(judge.refmod.baseline, judge.problem, shape.axes)
         try:
             if judge.device == CUDA:
-                from evaluator.harness.gpu_timing import time_gpu
+                from evaluator.harness.timing.gpu_loop import time_gpu
 
                 return time_gpu(baseline, sets, config, self.cold, NoActivity())
             return time_cpu(baseline, sets, config, NoActivity())
@@ -138,7 +138,7 @@ class KernelTimingService:
     def _loop(self) -> dict[str, Any]:
         """Serve the child's requests for input sets until it answers ``timed``. The judge's clock of
         a call runs from its ``go`` to the child's word that it is over: on the GPU ``done``, sent
-        the moment the call has finished on the device (``gpu_timing``); on the CPU the next
+        the moment the call has finished on the device (``gpu_loop``); on the CPU the next
         request, which the child makes the moment a call returns (``timing.time_cpu``). What the
         child does after that (the profiler's batch ends, its statistics before ``timed``) is no
         part of any call's clock."""

@@ -20,7 +20,7 @@ from typing import Any
 from evaluator.harness import channel, process_tree
 from evaluator.harness.call_limits import CallLimit, witness_call_limit
 from evaluator.harness.outcome import ShapeResult
-from evaluator.harness.witness import (
+from evaluator.harness.witness.witnesses import (
     MIN_WITNESS_CALLS,
     SESSION_LIMIT_S,
     THIRD_CALL_BELOW_S,

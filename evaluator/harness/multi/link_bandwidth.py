@@ -10,7 +10,7 @@ busbw is comparable with a link's bandwidth per direction). The best busbw over 
 attainable ``nvlink_gbps_per_direction``; reports give the SOL fraction against it beside the
 datasheet's (docs/multigpu.md). NVLink multicast is off, as the harness sets it for every rank.
 
-One process per GPU, each ``python -m evaluator.harness.link_bandwidth --rank r ...`` started and
+One process per GPU, each ``python -m evaluator.harness.multi.link_bandwidth --rank r ...`` started and
 waited for by ``measure`` (not ``torch.multiprocessing``, whose resource tracker outlives the
 measuring process: under a runner, a subreaper, it would be left as a zombie), a ``FileStore``
 rendezvous in a temporary folder (no port). On two H200s joined by NV18 it read 331 GB/s at 1 GiB, 74% of the
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evaluator.harness.multi_env import rank_environment
+from evaluator.harness.multi.rank_env import rank_environment
 from evaluator.vocabulary import CUDA, DEVICES
 
 #: Message sizes in bytes: 1 MiB to 1 GiB on GPUs, the two smallest on the CPU device.
@@ -69,7 +69,8 @@ def _run_ranks(world_size: int, device: str, sizes: list[int], store: Path, resu
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")])),
     }
-    ranks = [subprocess.Popen([sys.executable, "-m", "evaluator.harness.link_bandwidth", "--rank", str(rank),
+    module = "evaluator.harness.multi.link_bandwidth"
+    ranks = [subprocess.Popen([sys.executable, "-m", module, "--rank", str(rank),
                                "--world-size", str(world_size), "--store", str(store), "--out", str(result),
                                "--device", device, "--sizes", ",".join(map(str, sizes))],
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -1,7 +1,7 @@
 """The CPU development device's baseline: timed in the child, the way the kernel is, before the
 submission is imported.
 
-On a GPU the judge times the baseline itself (``judge_timing.BaselineTimer``): cold L2, device
+On a GPU the judge times the baseline itself (``timing_service.BaselineTimer``): cold L2, device
 timestamps, nothing of the host's in the figure. On the CPU the time is the host's wall clock, and
 where the call runs changes it: the kernel runs in the child on buffers the judge wrote from another
 process (shared files, cache lines owned by another core), the baseline ran in the judge on memory
@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from evaluator.harness.judge_timing import KernelTimingService, judge_clock
 from evaluator.harness.outcome import JudgeClock, ShapeResult
-from evaluator.harness.timing import TimingOutcome
+from evaluator.harness.single.timing_service import KernelTimingService, judge_clock
+from evaluator.harness.timing.loop import TimingOutcome
 from evaluator.vocabulary import Status
 
 

@@ -1,6 +1,6 @@
 """The process Nsight Compute profiles for the witness: untrusted, like the timing child.
 
-``ncu ... python -m evaluator.harness.witness_child --socket NAME``. It connects to the judge on
+``ncu ... python -m evaluator.harness.witness.profiled_child --socket NAME``. It connects to the judge on
 an abstract Unix socket (ncu sits between the two processes, so no pipe is inherited), moves its
 own stdout/stderr to a log file first (ncu's output, which the judge reads, is its stdout), imports
 the submission, and on each command calls the kernel on the judge's buffers between two marker

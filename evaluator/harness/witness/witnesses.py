@@ -4,7 +4,7 @@ The ranked median comes from the child, where the submission runs: it is a claim
 result is confirmed only when a witness agrees with it (docs/security.md, "Timing witness"):
 
 - GPU: **Nsight Compute**. One ncu session per job (all passed shapes) runs a second untrusted
-  process (``witness_child``) on buffers the judge owns. For each shape:
+  process (``profiled_child``) on buffers the judge owns. For each shape:
   ``WITNESS_CALLS`` witnessed calls (two when calls take long under ncu), each between two marker
   kernels; the judge writes fresh inputs before and checks the outputs after every call. ncu
   (``--cache-control all``: caches flushed before every kernel; ``--clock-control none``: the
@@ -46,10 +46,10 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.harness import channel, identity, process_tree
-from evaluator.harness.cpu_baseline import BaselineClock
 from evaluator.harness.outcome import ShapeResult
 from evaluator.harness.parent import child_env
-from evaluator.harness.profile import ncu_version, parse_raw_csv
+from evaluator.harness.single.cpu_baseline import BaselineClock
+from evaluator.harness.witness.profile import ncu_version, parse_raw_csv
 from evaluator.report import Witness
 from evaluator.scoring import witnessed_time
 
@@ -208,7 +208,7 @@ def gpu_witness(result: ShapeResult, times: list[float], kernels: int,
 def claimed_gate_us(timing: dict[str, Any]) -> float:
     """The launch gate the child says each call waited behind: a claim, so never more than the
     longest gate the harness sets (a forged 1e9 would excuse any host work)."""
-    from evaluator.harness.gpu_timing import GATE_MAX_US
+    from evaluator.harness.timing.gpu_loop import GATE_MAX_US
 
     try:
         gate = float(timing.get("gate_us") or 0.0)
@@ -313,8 +313,8 @@ class NcuSession:
         else:
             command += ["--metrics", ",".join(WITNESS_METRICS if self.profile else WITNESS_METRICS[:1])]
         log = self.scratch / f"witness-{secrets.token_hex(6)}.log"
-        return command + [sys.executable, "-m", "evaluator.harness.witness_child", "--socket", self.name,
-                          "--log", str(log)]
+        return command + [sys.executable, "-m", "evaluator.harness.witness.profiled_child",
+                          "--socket", self.name, "--log", str(log)]
 
     def launch(self) -> None:
         """Start ncu and the witness process early: it imports torch while the job runs, then

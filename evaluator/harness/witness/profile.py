@@ -1,6 +1,6 @@
 """Reading Nsight Compute's raw page into the report's ``KernelProfile``s.
 
-The ncu session itself is the timing witness's (``witness``, ``witness_run``): one session per
+The ncu session itself is the timing witness's (``witness``, ``witness_session``): one session per
 job, whose last witnessed call of each shape is that shape's profile (``--clock-control none``:
 the clocks the timing ran at; the sections below). This module only parses.
 """

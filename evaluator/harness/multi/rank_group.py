@@ -48,7 +48,7 @@ class RankGroup:
 
     def __init__(self, world_size: int, scratch: Path, log_cap: int, env_overrides: dict[str, str]) -> None:
         self.children = [
-            ChildProcess(["-m", "evaluator.harness.multi_child"], scratch, log_cap, env_overrides)
+            ChildProcess(["-m", "evaluator.harness.multi.rank_child"], scratch, log_cap, env_overrides)
             for _ in range(world_size)
         ]
         #: The first failure: from then on no rank is asked anything (the judge kills them all).

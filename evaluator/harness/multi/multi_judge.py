@@ -1,6 +1,6 @@
 """The judge of a multi-GPU job: one trusted process for all ranks (docs/multigpu.md).
 
-It never runs submitted code. It spawns one untrusted child per rank (``multi_child``), which form
+It never runs submitted code. It spawns one untrusted child per rank (``rank_child``), which form
 the job's process group among themselves; it owns every rank's input and output buffers (on GPU r
 for rank r, CUDA IPC; shared files on the CPU), generates the GLOBAL data of every call from its own
 seeds, writes each rank's share, and after the call checks every rank: inputs unchanged, outputs
@@ -27,13 +27,10 @@ from typing import Any
 import torch
 
 from evaluator.harness import correctness as corr
-from evaluator.harness import process_tree, work
+from evaluator.harness import work
 from evaluator.harness.device import device_info, single_threaded_host_work
-from evaluator.harness.judge import HarnessFailure, not_dumpable, self_reported, trial_label, trial_seeds
-from evaluator.harness.judge_timing import CHECK_ONE_IN, MIN_CHECKS, judge_clock
-from evaluator.harness.multi_env import rank_environment
-from evaluator.harness.outcome import JudgeOutcome, ShapeResult, timed_calls_check, trial_check
-from evaluator.harness.ranks import (
+from evaluator.harness.multi.rank_env import rank_environment
+from evaluator.harness.multi.rank_group import (
     RankDied,
     RankFailure,
     RankGroup,
@@ -41,13 +38,14 @@ from evaluator.harness.ranks import (
     RankRaised,
     RankTimeout,
 )
+from evaluator.harness.outcome import JudgeOutcome, ShapeResult, timed_calls_check
 from evaluator.harness.request import EvaluationRequest
-from evaluator.harness.shared import Arena
-from evaluator.harness.stats import converged, summarize
-from evaluator.harness.timing import _stats_dict
-from evaluator.harness.witness import judge_wall_witness, set_aside_unconfirmed_timing
+from evaluator.harness.single.timing_service import CHECK_ONE_IN, MIN_CHECKS, judge_clock
+from evaluator.harness.stages import HarnessFailure, StageScript, TrialVerdict, self_reported
+from evaluator.harness.timing.loop import stats_dict
+from evaluator.harness.timing.stats import converged, summarize
+from evaluator.harness.witness.witnesses import judge_wall_witness
 from evaluator.problems import Problem, Shape
-from evaluator.report import CorrectnessCheck
 from evaluator.vocabulary import CPU, CUDA, RANKED, Stage, Status
 
 #: Warm-up iterations before the timed ones: at least this many and this long (as one GPU's).
@@ -85,23 +83,17 @@ class Iterations:
     checks: int = 0
     failure: tuple[Status, str] | None = None  # (status, message)
     rank_diagnostics: list[dict[str, Any]] = field(default_factory=list)  # the ranks' own: gate, host launch
-    last_late: bool = False  # the last iteration's launches outlasted a rank's gate (multi_timing)
+    last_late: bool = False  # the last iteration's launches outlasted a rank's gate (rank_timers)
     late_dropped: int = 0
 
 
-class MultiJudge:
+class MultiJudge(StageScript):
+    """The stage script against every rank of a multi-GPU job at once."""
+
     def __init__(self, request: EvaluationRequest, problem: Problem, shape_ids: list[str],
                  config: dict[str, Any], scratch: Path, world_size: int) -> None:
-        self.request, self.problem, self.config, self.scratch = request, problem, config, scratch
+        super().__init__(request, problem, shape_ids, config, scratch)
         self.world_size = world_size
-        self.shapes = [problem.shape(shape_id) for shape_id in shape_ids]
-        self.refmod = problem.reference_module()
-        self.device = request.device
-        self.arena = Arena(self.device, scratch)
-        self.outcome = JudgeOutcome(device={})
-        self.phase: str = Stage.START_UP
-        self.phase_began = time.monotonic()
-        self.baselines: dict[str, dict[str, Any]] = {}
         self.ranks = RankGroup(world_size, scratch, request.limits.log_bytes, rank_environment())
         #: Set once a rank failed: no rank is asked anything more (they are killed in ``run``).
         self.stopped = False
@@ -123,38 +115,29 @@ class MultiJudge:
     def axes(self, shape: Shape) -> dict[str, int]:
         return self.problem.axes_at(shape.axes, self.world_size)
 
-    def next_phase(self, phase: str) -> None:
-        now = time.monotonic()
-        self.outcome.phase_seconds[self.phase] = round(now - self.phase_began, 3)
-        self.phase, self.phase_began = phase, now
-
     # ------------------------------------------------------------ the job
 
-    def run(self) -> JudgeOutcome:
-        self.outcome.facts["judge_not_dumpable"] = not_dumpable()
-        self.outcome.facts["judge_subreaper"] = process_tree.become_subreaper()
+    def _launch(self) -> None:
         self.outcome.facts["world_size"] = self.world_size
-        try:
-            self._check_devices()
-            self.ranks.spawn(self.request.limits.compile_s, self._configs())
-            self._converse()
-        except RankTimeout as failure:
+
+    def _ended_by(self, failure: Exception) -> bool:
+        if isinstance(failure, RankTimeout):
             self._timed_out(failure)
-        except RankProtocolViolation as failure:
+        elif isinstance(failure, RankProtocolViolation):
             self.outcome.judged(Status.REJECTED,
                                 f"forged report: {failure.message} (class 16: a rank spoke out of turn)")
-        except RankDied as failure:
+        elif isinstance(failure, RankDied):
             self._died(failure)
-        except RankRaised as failure:
+        elif isinstance(failure, RankRaised):
             if self.phase in (Stage.START_UP, Stage.BASELINE):  # nothing of the submission's exists yet
                 raise HarnessFailure(f"the baseline failed: {failure.message}") from None
-            self._ended_by(Status.RUNTIME_ERROR, failure.message)
-        finally:
-            self.next_phase("done")
-            self.outcome.phase_seconds.pop("done", None)
-            self.outcome.log = self.ranks.close()
-            self.arena.close()
-        return self.outcome
+            self._ended_by_rank(Status.RUNTIME_ERROR, failure.message)
+        else:
+            return False
+        return True
+
+    def _close_processes(self) -> str:
+        return self.ranks.close()
 
     def _configs(self) -> list[dict[str, Any]]:
         store = self.scratch / f"group-{secrets.token_hex(8)}"
@@ -173,25 +156,22 @@ class MultiJudge:
             for rank in range(self.world_size)
         ]
 
-    def _converse(self) -> None:
+    def _start_up(self) -> None:
+        self._check_devices()
+        self.ranks.spawn(self.request.limits.compile_s, self._configs())
         self._prepare_device()
         warm = self.ranks.gather("warm")
         self.outcome.device = dict(warm[0].get("device") or device_info(self.device))
-        self.next_phase(Stage.BASELINE)
-        for shape in self.shapes:  # before the import: the ranks run the harness's code only
-            self.ranks.enter(Stage.BASELINE, self.request.limits.ranked_s, shape.shape_id)
-            self.baselines[shape.shape_id] = self._time_baseline(shape)
-        self.next_phase(Stage.COMPILE)
+
+    def _enter(self, stage: str, limit_s: float, shape_id: str | None = None) -> None:
+        self.ranks.enter(stage, limit_s, shape_id)
+
+    def _import_submission(self) -> bool:
         self.ranks.enter(Stage.COMPILE, self.request.limits.compile_s)
         self.ranks.send_all({"type": "import"})
-        if not self._imported():
-            return
-        self.next_phase(Stage.TEST)
-        self.ranks.enter(Stage.TEST, self.request.limits.test_s)
-        passed = self._test_stage()
-        if self.outcome.status is None and passed:
-            self.next_phase(Stage.RANKED)
-            self._ranked_stage(passed)
+        return self._imported()
+
+    def _finish(self) -> None:
         if not self.ended:
             self.ranks.send_all({"type": "finish"})
 
@@ -315,21 +295,6 @@ class MultiJudge:
 
     # ------------------------------------------------------------ correctness
 
-    def _test_stage(self) -> list[tuple[Shape, ShapeResult]]:
-        passed = []
-        for shape in self.shapes:
-            self.ranks.enter(Stage.TEST, self.request.limits.test_s, shape.shape_id)
-            started = time.perf_counter()
-            result = self._shape_correctness(shape)
-            result.wall_seconds = time.perf_counter() - started
-            self.outcome.shapes.append(result)
-            if result.status == Status.REJECTED:
-                self.outcome.judged(Status.REJECTED, f"{shape.shape_id}: {result.message}")
-                return []
-            if result.status == Status.PASSED:
-                passed.append((shape, result))
-        return passed
-
     def _shape_correctness(self, shape: Shape) -> ShapeResult:
         group = f"test:{shape.shape_id}"
         buffers = self.shared_set(shape, group)
@@ -337,24 +302,14 @@ class MultiJudge:
             for rank, rank_buffers in enumerate(buffers):
                 self.ranks.send(rank, {"type": "bind", "shape": shape.shape_id, **rank_buffers.handles})
             self.ranks.gather("bound")
-            return self._trials(shape, buffers)
+            axes = self.axes(shape)
+            return self._trials(shape, lambda seed, distribution: self.call_and_check(
+                axes, buffers, seed, distribution))
         finally:
             self.unbind(group)
 
-    def _trials(self, shape: Shape, buffers: list[RankBuffers]) -> ShapeResult:
-        axes = self.axes(shape)
-        checks: list[CorrectnessCheck] = []
-        for seed, public in trial_seeds(self.request, self.config["public_seeds"], shape.shape_id):
-            for distribution in self.problem.distributions:
-                label = trial_label(public, distribution)
-                status, message, errors = self.call_and_check(axes, buffers, seed, distribution)
-                checks.append(trial_check(label, distribution, public, status, message, errors))
-                if status != Status.PASSED:
-                    return ShapeResult.failed(shape, status, f"{label}: {message}", checks)
-        return ShapeResult.passed(shape, checks)
-
     def call_and_check(self, axes: dict[str, int], buffers: list[RankBuffers], seed: int,
-                       distribution: str) -> tuple[Status, str, dict[str, Any]]:
+                       distribution: str) -> TrialVerdict:
         """One call on every rank, judged here. A rank that raises ends the job (RankRaised from
         ``gather``: its peers may be blocked in a collective with it)."""
         global_inputs = self.write_inputs(axes, buffers, seed, distribution)
@@ -362,51 +317,30 @@ class MultiJudge:
         answers = self.ranks.gather("called")
         for rank, answer in enumerate(answers):
             if answer.get("problem"):  # a rank incriminating itself: only failing statuses are taken
-                return self_reported(answer.get("problem_status")), f"rank {rank}: {answer['problem']}", {}
+                status = self_reported(answer.get("problem_status"))
+                return TrialVerdict(status, f"rank {rank}: {answer['problem']}", {})
         status, message, errors = self.verify(axes, buffers, global_inputs)
         notes = sorted({str(answer.get("note")) for answer in answers if answer.get("note")})
         if notes and status == Status.PASSED:
             message = "; ".join(notes)
-        return status, message, errors
+        return TrialVerdict(status, message, errors)
 
     # ------------------------------------------------------------ timing
 
-    def _time_baseline(self, shape: Shape) -> dict[str, Any]:
+    def _time_baseline(self, shape: Shape) -> None:
+        self.ranks.enter(Stage.BASELINE, self.request.limits.ranked_s, shape.shape_id)
         iterations = self._iterate(shape, "baseline", float(self.config["budgets"]["baseline"]))
         if iterations.failure is not None:
             raise HarnessFailure(f"the baseline failed on {shape.shape_id}: {iterations.failure[1]}")
-        return self._stats(iterations)
+        self.baselines[shape.shape_id] = self._stats(iterations)
 
-    def _ranked_stage(self, passed: list[tuple[Shape, ShapeResult]]) -> None:
-        for shape, result in passed:
-            self.ranks.enter(Stage.RANKED, self.request.limits.ranked_s, shape.shape_id)
-            started = time.perf_counter()
-            iterations = self._iterate(shape, "kernel", float(self.config["budgets"]["kernel"]))
-            if iterations.failure is None:
-                self._record(result, shape, iterations)
-                if self._clock_disagrees(result):
-                    # As Judge._ranked_stage: on the CPU the witness is the judge's clock, which a busy
-                    # machine lengthens (three processes on two cores in CI: 990 us reported, 5838 us
-                    # waited). One fresh timing: a forged claim disagrees again, an honest one need not.
-                    set_aside_unconfirmed_timing(result)
-                    self.ranks.enter(Stage.RANKED, self.request.limits.ranked_s, shape.shape_id)
-                    iterations = self._iterate(shape, "kernel", float(self.config["budgets"]["kernel"]))
-                    if iterations.failure is None:
-                        self._record(result, shape, iterations)
-            result.wall_seconds += time.perf_counter() - started
-            if iterations.failure is None:
-                continue
-            status, message = iterations.failure  # REJECTED: a check failed; the job ends here
-            result.ends(status, message)
-            self.outcome.judged(status, f"{shape.shape_id}: {message}")
-            return
-
-    def _clock_disagrees(self, result: ShapeResult) -> bool:
-        """CPU device: a timing its witness (the judge's clock) would not confirm."""
-        if self.device != CPU:
-            return False
-        witness = judge_wall_witness(result)
-        return witness is not None and not witness.confirmed
+    def _time_kernel(self, shape: Shape, result: ShapeResult) -> None:
+        """The kernel's iterations on ``shape``; a failed check ends the shape ``REJECTED``."""
+        iterations = self._iterate(shape, "kernel", float(self.config["budgets"]["kernel"]))
+        if iterations.failure is None:
+            self._record(result, shape, iterations)
+        else:
+            result.ends(*iterations.failure)
 
     def _record(self, result: ShapeResult, shape: Shape, iterations: Iterations) -> None:
         result.timing = self._stats(iterations)
@@ -423,7 +357,7 @@ class MultiJudge:
     def _stats(self, iterations: Iterations) -> dict[str, Any]:
         summary = summarize(iterations.samples_us)
         method = "wall" if self.device == CPU else "events"
-        stats = _stats_dict(summary, method, method, converged(summary, TARGET_REL, MIN_SAMPLES))
+        stats = stats_dict(summary, method, method, converged(summary, TARGET_REL, MIN_SAMPLES))
         stats.update(warmup_calls=iterations.warmup, cold_l2=self.device == CUDA,
                      rank_median_us=[statistics.median(values) for values in iterations.per_rank_us],
                      checked_iterations=iterations.checks, late_iterations_dropped=iterations.late_dropped,
@@ -496,7 +430,7 @@ class MultiJudge:
         self.ranks.send_all({"type": "run", "set": set_index, "warmup": warmup})
         answers = self.ranks.gather("ran")
         # The judge's wait less its own wake-up delay after the last rank answered; the ranks'
-        # run-queue time is theirs to inflate, so none of it is taken off (judge_timing._loop).
+        # run-queue time is theirs to inflate, so none of it is taken off (timing_service._loop).
         waited_us = (time.monotonic() - began) * 1e6 - self.ranks.wake_queue_ns / 1e3
         for rank, answer in enumerate(answers):
             if answer.get("problem"):
@@ -549,8 +483,11 @@ class MultiJudge:
     def _timed_out(self, failure: RankTimeout) -> None:
         stage = self.ranks.stage
         where = f" (shape {stage.shape})" if stage.shape else ""
-        self._ended_by(Status.TIMEOUT, f"stage {stage.name}{where} ran past its limit of {stage.limit_s:g} s "
-                                  f"({failure.message}); every rank's process group was killed")
+        self._ended_by_rank(
+            Status.TIMEOUT,
+            f"stage {stage.name}{where} ran past its limit of {stage.limit_s:g} s ({failure.message}); "
+            "every rank's process group was killed",
+        )
 
     def _died(self, failure: RankDied) -> None:
         if self.phase in (Stage.START_UP, Stage.BASELINE):
@@ -559,12 +496,12 @@ class MultiJudge:
                                  f"{self.ranks.close()[-4000:]}")
         stage = self.ranks.stage
         where = f", shape {stage.shape}" if stage.shape else ""
-        self._ended_by(
+        self._ended_by_rank(
             Status.RUNTIME_ERROR,
             f"{failure.message} during stage {stage.name}{where}; every rank's process group was killed",
         )
 
-    def _ended_by(self, status: Status, message: str) -> None:
+    def _ended_by_rank(self, status: Status, message: str) -> None:
         """A rank ended the job during the current stage: the shape being judged gets ``status`` and
         ``message``; the shapes after it were not run (or, passed, not timed)."""
         self.stopped = True

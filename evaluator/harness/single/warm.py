@@ -36,7 +36,7 @@ from typing import Any
 
 from evaluator.harness.clock import PartClock
 from evaluator.harness.parent import ChildProcess
-from evaluator.harness.witness import NcuSession
+from evaluator.harness.witness.witnesses import NcuSession
 
 #: The child's log cap while it waits (nothing of a submission has written to it yet); the job's
 #: own cap (``--log-bytes``) applies once it is handed over.
@@ -170,7 +170,7 @@ def _failed(warm: WarmStart, step: str, error: Exception) -> SpareFailed:
 
 def _spawn_staged_child(scratch: Path, device: str, start_limit_s: float) -> ChildProcess:
     """The untrusted child, told to import what its device needs and nothing more (``stage``)."""
-    child = ChildProcess(["-m", "evaluator.harness.child"], scratch, IDLE_LOG_CAP)
+    child = ChildProcess(["-m", "evaluator.harness.single.child"], scratch, IDLE_LOG_CAP)
     spawned = time.monotonic()
     child.spawn(start_limit_s)
     child.send({"type": "stage", "device": device, "spawned_monotonic": spawned})
@@ -238,12 +238,12 @@ def _import_judge(device: str) -> float:
 
     import evaluator.api
     import evaluator.harness.device
-    import evaluator.harness.judge
+    import evaluator.harness.single.judge
 
     if device == "cuda":
         import torch.profiler  # noqa: F401
 
-        import evaluator.harness.telemetry  # noqa: F401
+        import evaluator.harness.timing.telemetry  # noqa: F401
     return time.monotonic() - began
 
 

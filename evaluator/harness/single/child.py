@@ -1,6 +1,6 @@
 """The child process: the only place the submission's code runs. Untrusted from its first import.
 
-``python -m evaluator.harness.child --in-fd R --out-fd W``. The judge (``judge.py``) drives it
+``python -m evaluator.harness.single.child --in-fd R --out-fd W``. The judge (``judge.py``) drives it
 with commands over R and reads its answers on W (``channel``). Nothing the child says is taken as
 a verdict in the submission's favour: the judge owns the buffers every call reads and writes
 (``shared``), generates the inputs, checks the outputs itself, times the baseline itself, and has
@@ -9,7 +9,7 @@ every ranked median confirmed by a witness (``witness``). What the child still d
 - warms up its own torch, CUDA context, profiler and L2 controls BEFORE the submission exists, so
   the submission's import and calls can be checked against a quiet reference (``anticheat``);
 - imports the submission on command and calls it on the judge's buffers on command;
-- times the kernel on the judge's rotating sets (``timing`` / ``gpu_timing``): its figures are a
+- times the kernel on the judge's rotating sets (``timing`` / ``gpu_loop``): its figures are a
   claim the witness must confirm;
 - reports what its own framing checks saw (patched callables, background threads, swapped
   outputs, side streams, persisting L2): a REJECTED it reports is against itself, so it stands.
@@ -17,56 +17,36 @@ every ranked median confirmed by a witness (``witness``). What the child still d
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import gc
-import os
 import sys
-import traceback
-from collections.abc import Callable
 from time import monotonic
 from typing import Any
 
 import torch
 
 from evaluator.harness import anticheat, channel, work
+from evaluator.harness.child_side import ChildSide, numel, path_of, serve
 from evaluator.harness.clock import PartClock
-from evaluator.harness.correctness import check_identity, identity, poison_
+from evaluator.harness.correctness import poison_
 from evaluator.harness.device import device_info, warm_blas
-from evaluator.harness.shared import Mapped
-from evaluator.harness.submission import LoadedSubmission, SubmissionError, load
-from evaluator.harness.timing import CallFailed, TimedSet, TimingConfig, TimingRejected, time_cpu
+from evaluator.harness.submission import SubmissionError, load
+from evaluator.harness.timing.loop import CallFailed, TimedSet, TimingConfig, TimingRejected, time_cpu
 from evaluator.problems import get_problem
-from evaluator.vocabulary import CPU, CUDA, Status
-
-_os_exit = os._exit
-#: Exit status of a child whose harness (not the submission) failed; the judge says so.
-INTERNAL_ERROR_EXIT = 70
+from evaluator.vocabulary import CPU, CUDA
 
 
 class StopTiming(Exception):
     """The judge ended the timing (it found a wrong output, or the stage ran out)."""
 
 
-class Child:
+class Child(ChildSide):
     def __init__(self, rfd: int, wfd: int) -> None:
-        self.rfd, self.wfd = rfd, wfd
+        super().__init__(rfd, wfd)
         self.config: dict[str, Any] = {}
         self.device = "cpu"
-        self.mapped = Mapped()
-        self.cold: Any = None
-        self.submission: LoadedSubmission | None = None
-        self.kernel: Any = None
-        self.bound: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
         self.staged = False
         #: Seconds of its start-up by part, sent to the judge (a claim: informational).
         self.start_up: dict[str, float] = {}
-
-    def send(self, message: dict[str, Any]) -> None:
-        channel.write_all(self.wfd, channel.encode(message))
-
-    def receive(self) -> dict[str, Any]:
-        return channel.read_frame(self.rfd)
 
     def sync(self) -> None:
         if self.device == CUDA:
@@ -78,14 +58,14 @@ class Child:
         """Everything of the start-up that touches no device: the modules the device's timing,
         L2 controls, profiler and CUDA IPC need, imported (loaded before the integrity snapshot).
         No CUDA call: a warm spare stages beside a running job, whose GPU must not see a context
-        of it (``evaluator/harness/warm.py``)."""
+        of it (``evaluator/harness/single/warm.py``)."""
         self.device = device
         if device == "cuda":
             import cuda.bindings.runtime  # noqa: F401 - CUDA IPC, used to map the judge's buffers
             import torch.profiler  # noqa: F401
 
-            import evaluator.harness.gpu_timing
-            import evaluator.harness.l2  # noqa: F401
+            import evaluator.harness.timing.gpu_loop
+            import evaluator.harness.timing.l2  # noqa: F401
         self.staged = True
 
     def warm_up_device(self) -> dict[str, float]:
@@ -98,7 +78,7 @@ class Child:
             torch.cuda.init()
             torch.zeros(1, device="cuda")
             clock.mark("context")
-            from evaluator.harness.l2 import ColdL2
+            from evaluator.harness.timing.l2 import ColdL2
 
             self.cold = ColdL2(torch.device("cuda"))
             clock.mark("l2")
@@ -130,7 +110,7 @@ class Child:
         shapes = [self.problem.shape(shape_id) for shape_id in self.config["shapes"]]
         if not shapes:
             return
-        smallest = min(shapes, key=lambda shape: _numel(shape.axes))
+        smallest = min(shapes, key=lambda shape: numel(shape.axes))
         axes = dict(smallest.axes)
         inputs = self.refmod.generate_inputs(axes, 0, self.device, self.problem.distributions[0])
         outputs = work.corr.allocate_outputs(self.problem.outputs, axes, self.device)
@@ -225,7 +205,7 @@ class Child:
         spec = self.config.get("spec")
         try:
             self.submission = load(
-                self.config["language"], _path(self.config["file"]), _path(spec) if spec else None,
+                self.config["language"], path_of(self.config["file"]), path_of(spec) if spec else None,
                 self.problem, self.device,
             )
         except SubmissionError as error:
@@ -257,39 +237,11 @@ class Child:
         self.kernel, self.bound = kernel, (inputs, outputs)
         self.send({"type": "bound"})
 
-    def unbind(self, command: dict[str, Any]) -> None:
-        self.bound, self.kernel = None, None
-        gc.collect()
-        self.mapped.close_all()
-        self.send({"type": "unbound"})
+    def failed_call_facts(self) -> dict[str, Any]:
+        return {"fatal": self.context_poisoned()}
 
-    def call(self, command: dict[str, Any]) -> None:
-        assert self.bound is not None, "call before bind"
-        inputs, outputs = self.bound
-        ids = [identity(tensor) for tensor in outputs]
-        try:
-            returned = self.kernel(*inputs, *outputs)
-            self.sync()
-        except Exception as error:  # the submission's error, reported as such
-            self.send({"type": "called", "error": f"the kernel raised {type(error).__name__}: {error}",
-                       "fatal": self.context_poisoned()})
-            return
-        busy = self.activity.problems(native=False)
-        status, problem = (Status.REJECTED, busy) if busy else self._changed_outputs(outputs, ids)
-        note = (f"kernel returned a {type(returned).__name__}; ignored (outputs are written in place)"
-                if returned is not None else "")
-        self.send({"type": "called", "problem": problem, "problem_status": status, "note": note})
-
-    def _changed_outputs(
-        self, outputs: list[torch.Tensor], ids: list[Any]
-    ) -> tuple[Status | None, str | None]:
-        """An output object the kernel changed (dtype, shape, storage): its writes never reached the
-        judge's buffer; saying how is better feedback than the judge's NaNs."""
-        for spec, tensor, expected in zip(self.problem.outputs, outputs, ids, strict=True):
-            bad = check_identity(spec.name, tensor, expected)
-            if bad:
-                return bad
-        return None, None
+    def call_problem(self) -> str | None:
+        return self.activity.problems(native=False)
 
     def context_poisoned(self) -> bool:
         if self.device != CUDA:
@@ -330,7 +282,7 @@ class Child:
 
     def _time(self, kernel: Any, sets: list[TimedSet], config: TimingConfig) -> Any:
         if self.device == CUDA:
-            from evaluator.harness.gpu_timing import time_gpu
+            from evaluator.harness.timing.gpu_loop import time_gpu
 
             return time_gpu(kernel, sets, config, self.cold, self.activity)
         return time_cpu(kernel, sets, config, self.activity)
@@ -354,44 +306,6 @@ class Child:
         return TimedSet(
             inputs, outputs, refresh, lambda: None, finished, poisoned_by_refresh=self.device == CPU
         )
-
-
-def _path(text: str) -> Any:
-    from pathlib import Path
-
-    return Path(text)
-
-
-def _numel(axes: dict[str, int]) -> int:
-    total = 1
-    for value in axes.values():
-        total *= max(int(value), 1)
-    return total
-
-
-def serve(make_child: Callable[[int, int], Any], argv: list[str] | None = None) -> None:
-    """A child process's whole life: run the conversation on the fds the judge gave, log a
-    harness failure for the judge, and leave by ``os._exit`` (no atexit hook of the submission's)."""
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--in-fd", type=int, required=True)
-    parser.add_argument("--out-fd", type=int, required=True)
-    args = parser.parse_args(argv)
-    code = 0
-    try:
-        make_child(args.in_fd, args.out_fd).run()
-    except channel.ChannelError:
-        code = 0  # the judge hung up: nothing left to say
-    except BaseException:  # a harness failure: the judge reports it with this log
-        traceback.print_exc()
-        code = INTERNAL_ERROR_EXIT
-    for stream in (sys.stdout, sys.stderr):
-        # The submission may have replaced or closed them; a bare try, since it may have replaced
-        # contextlib's helpers too.
-        try:  # noqa: SIM105
-            stream.flush()
-        except Exception:
-            pass
-    _os_exit(code)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -16,9 +16,8 @@ import torch
 from torch.autograd.profiler import record_function
 from torch.profiler import ProfilerActivity, profile
 
-from evaluator.harness import trace as tracing
-from evaluator.harness.stats import converged, summarize
-from evaluator.harness.timing import (
+from evaluator.harness.timing import trace as tracing
+from evaluator.harness.timing.loop import (
     BATCH_SECONDS,
     EVENT_EXCESS_REL,
     EVENT_EXCESS_US,
@@ -34,9 +33,10 @@ from evaluator.harness.timing import (
     _prepare,
     _record,
     _sample_checks,
-    _stats_dict,
     _synchronize,
+    stats_dict,
 )
+from evaluator.harness.timing.stats import converged, summarize
 
 _ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
 #: Most warm-up calls (a 25 ms warm-up of a 5 us kernel needs a few hundred).
@@ -278,7 +278,7 @@ def time_gpu(
     _compare_kernel_sets(warmup_names, names, notes)
     summary = summarize(ranked)
     method = "cupti" if timer.cupti else "events"
-    stats = _stats_dict(summary, method, source, converged(summary, config.target_rel, config.min_samples))
+    stats = stats_dict(summary, method, source, converged(summary, config.target_rel, config.min_samples))
     stats.update(extra)
     stats.update(kernels_per_call=(names[-1] if names else [])[:32], warmup_calls=warmup_calls, cold_l2=True,
                  host_launch_us=host_launch_us, gate_us=gate_us)

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from evaluator.harness.correctness import poison_
-from evaluator.harness.stats import Summary, converged, summarize
+from evaluator.harness.timing.stats import Summary, converged, summarize
 
 _Event = torch.cuda.Event
 _record = torch.cuda.Event.record
@@ -53,7 +53,7 @@ class TimedSet:
     verify: Callable[[], str | None]
     #: Called the moment a GPU call has finished on the device, before any bookkeeping of this
     #: process's: with the judge serving the sets, it ends the judge's clock of the call
-    #: (``judge_timing``), so that clock holds the call and not the profiler's batch ends or the
+    #: (``timing_service``), so that clock holds the call and not the profiler's batch ends or the
     #: final statistics.
     finished: Callable[[], None] = lambda: None
     #: ``refresh`` poisons the outputs itself (the judge does, in its own process, before it answers):
@@ -94,7 +94,7 @@ class TimingOutcome:
         return max(0.0, float(events) - float(span))
 
 
-def _stats_dict(summary: Summary, method: str, ranked_source: str, ok: bool) -> dict[str, Any]:
+def stats_dict(summary: Summary, method: str, ranked_source: str, ok: bool) -> dict[str, Any]:
     return {
         "method": method,
         "median_us": summary.median,
@@ -139,7 +139,7 @@ def time_cpu(
 ) -> TimingOutcome:
     """Wall-clock timing on the CPU. The next set is prepared the moment a call returns, before this
     process's own checks and statistics: with the judge serving the sets, preparing is the request
-    that ends the judge's clock of the call (``judge_timing``), so that clock holds the call and
+    that ends the judge's clock of the call (``timing_service``), so that clock holds the call and
     not this bookkeeping, and the last call ends it like every other (the ``timed`` answer follows a
     prepared set that is never called). Needs two sets at least: the one just called is still
     checked after the next one was prepared."""
@@ -169,7 +169,7 @@ def time_cpu(
         summary = summarize(samples)
         ok = converged(summary, config.target_rel, config.min_samples)
         if ok or perf_counter() - started > config.budget_s:
-            stats = _stats_dict(summary, "wall", "wall", ok)
+            stats = stats_dict(summary, "wall", "wall", ok)
             stats.update(warmup_calls=warmup, cold_l2=False)
             return TimingOutcome(stats)
 

@@ -189,7 +189,7 @@ class LeaderboardView(PublicView):
     @staticmethod
     def _version(request: Request, problem: Problem) -> int:
         raw = request.query_params.get("version")
-        if raw is None or raw == "":
+        if raw is None:  # absent; an empty value is refused below, as the schema's integer says
             return problem.version
         if not (raw.isascii() and raw.isdigit() and len(raw) <= 9) or not 1 <= int(raw) <= problem.version:
             raise ApiError("invalid", f"version must be an integer from 1 to {problem.version}", "version")

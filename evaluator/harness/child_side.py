@@ -15,6 +15,7 @@ import gc
 import os
 import sys
 import traceback
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
@@ -33,7 +34,7 @@ _os_exit = os._exit
 INTERNAL_ERROR_EXIT = 70
 
 
-class ChildSide:
+class ChildSide(ABC):
     """The conversation both kinds of child share; each fills in its checks and its kernel."""
 
     problem: Problem
@@ -52,6 +53,7 @@ class ChildSide:
     def receive(self) -> dict[str, Any]:
         return channel.read_frame(self.rfd)
 
+    @abstractmethod
     def sync(self) -> None:
         """Wait for the device (the rank's own GPU in a multi-GPU job)."""
 
@@ -83,9 +85,9 @@ class ChildSide:
         """What the judge needs to know about a call that raised (the single child: a lost context)."""
         return {}
 
+    @abstractmethod
     def call_problem(self) -> str | None:
         """What the framing checks saw during the call (threads, processes, environment), or None."""
-        raise NotImplementedError
 
     def _changed_outputs(
         self, outputs: list[torch.Tensor], ids: list[Any]

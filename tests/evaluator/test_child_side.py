@@ -30,6 +30,9 @@ class PipedChild(ChildSide):
         self.kernel = kernel
         self.bound = ([torch.ones(4), torch.ones(4)], [torch.zeros(4)])
 
+    def sync(self) -> None:
+        """CPU tensors: nothing to wait for."""
+
     def call_problem(self) -> str | None:
         return self.busy
 
